@@ -1,0 +1,258 @@
+"""A real single-node Kafka (KRaft, combined broker + controller) run from the Maven jars.
+
+Used by ``make run`` / ``make kafka-up`` (fixed port, data under .local/) and by the tests
+(free ports, data in a temp dir). Start blocks until the broker answers metadata requests;
+stop leaves no process or listening port behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from testbed.jvm import PROJECT_ROOT, kafka_jars, kafka_version
+
+KAFKA_CONFIG_DIR = PROJECT_ROOT / "deploy" / "kafka"
+DEFAULT_STATE_DIR = PROJECT_ROOT / ".local" / "kafka"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _is_kafka_3(version: str) -> bool:
+    return version.split(".")[0] == "3"
+
+
+def java_command(version: str, main_class: str, args: list[str], *, tools: bool, heap: str = "256m") -> list[str]:
+    """The java command line for a Kafka main class at ``version`` with logging configured."""
+    jars = kafka_jars(version)
+    if _is_kafka_3(version):
+        name = "tools-log4j.properties" if tools else "log4j.properties"
+        logging = [f"-Dlog4j.configuration=file:{KAFKA_CONFIG_DIR / name}"]
+    else:
+        name = "tools-log4j2.properties" if tools else "log4j2.properties"
+        logging = [f"-Dlog4j2.configurationFile={KAFKA_CONFIG_DIR / name}"]
+    # Tools are short-lived: a small collector and the quick JIT tier start them fastest.
+    jvm = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"] if tools else ["-XX:+UseG1GC"]
+    return ["java", f"-Xmx{heap}", *jvm, "-Djava.awt.headless=true", *logging,
+            "-cp", f"{jars}/*", main_class, *args]
+
+
+def run_kafka_tool(main_class: str, args: list[str], version: str | None = None,
+                   timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's own command-line tools (e.g. the consumer-groups command)."""
+    cmd = java_command(version or kafka_version(), main_class, args, tools=True)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+class LocalKafka:
+    """One KRaft node. ``port=0`` picks free ports (tests); a fixed port suits the demo."""
+
+    def __init__(self, state_dir: Path, port: int = 0, version: str | None = None,
+                 extra_config: dict[str, str] | None = None, heap: str = "768m") -> None:
+        self.state_dir = Path(state_dir)
+        self.version = version or kafka_version()
+        self.port = port or free_port()
+        self.controller_port = free_port() if port == 0 else port + 1
+        self.extra_config = extra_config or {}
+        self.heap = heap
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start_to_ready_seconds: float | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.state_dir / "data"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    def server_properties(self) -> dict[str, str]:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "true",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "50",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            # Rebalances happen as soon as members ask; tests and the demo want them quick.
+            "group.initial.rebalance.delay.ms": "0",
+            "group.min.session.timeout.ms": "3000",
+            "group.consumer.min.session.timeout.ms": "3000",
+            "group.consumer.session.timeout.ms": "10000",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "group.consumer.heartbeat.interval.ms": "1000",
+        }
+        if _is_kafka_3(self.version):
+            # 3.9 ships the KIP-848 protocol as a preview that must be switched on.
+            props["group.coordinator.rebalance.protocols"] = "classic,consumer"
+        props.update(self.extra_config)
+        return props
+
+    def _write_config(self) -> Path:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        return path
+
+    def _format_storage(self, config: Path) -> None:
+        if (self.data_dir / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = java_command(self.version, "kafka.tools.StorageTool",
+                           ["format", "-t", cluster_id, "-c", str(config)], tools=True)
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"formatting Kafka storage failed:\n{result.stdout}\n{result.stderr}")
+
+    def start(self, timeout: float = 90) -> float:
+        """Start the broker and block until it serves metadata; return start-to-ready seconds."""
+        for port in (self.port, self.controller_port):
+            if port_open(port):
+                raise RuntimeError(f"port {port} is already in use; is another broker running?")
+        config = self._write_config()
+        started = time.monotonic()
+        self._format_storage(config)
+        cmd = java_command(self.version, "kafka.Kafka", [str(config)], tools=False, heap=self.heap)
+        env = {**os.environ, "LOG_DIR": str(self.log_dir)}
+        cmd.insert(1, f"-Dkafka.logs.dir={self.log_dir}")
+        stdout = (self.log_dir / "stdout.log").open("ab")
+        self.process = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True)
+        stdout.close()
+        (self.state_dir / "broker.pid").write_text(str(self.process.pid))
+        try:
+            self._wait_ready(started + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_to_ready_seconds = time.monotonic() - started
+        return self.start_to_ready_seconds
+
+    def _wait_ready(self, deadline: float) -> None:
+        from kafka import KafkaAdminClient
+
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.log_dir}")
+            if port_open(self.port):
+                try:
+                    admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+                    try:
+                        if admin.describe_cluster()["brokers"]:
+                            return
+                    finally:
+                        admin.close()
+                except Exception as exc:  # not ready yet: any client error means retry
+                    last_error = exc
+            time.sleep(0.25)
+        raise TimeoutError(f"broker not ready in time (last error: {last_error}); see {self.log_dir}")
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM (controlled shutdown), then SIGKILL; wait until the ports are closed."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (port_open(self.port) or port_open(self.controller_port)):
+            time.sleep(0.1)
+        (self.state_dir / "broker.pid").unlink(missing_ok=True)
+
+
+def stop_pidfile(state_dir: Path, timeout: float = 30) -> bool:
+    """Stop a broker started by ``up`` in another process; True when one was running."""
+    pidfile = state_dir / "broker.pid"
+    if not pidfile.exists():
+        return False
+    pid = int(pidfile.read_text())
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pidfile.unlink(missing_ok=True)
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    pidfile.unlink(missing_ok=True)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="deploy/local-kafka", description=__doc__)
+    parser.add_argument("action", choices=["up", "down", "run"],
+                        help="up: start in the background; down: stop it; run: foreground until Ctrl-C")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("KAFKA_PORT", "9092")))
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    args = parser.parse_args(argv)
+    if args.action == "down":
+        print("broker stopped" if stop_pidfile(args.state_dir) else "no broker was running")
+        return 0
+    broker = LocalKafka(args.state_dir, port=args.port)
+    seconds = broker.start()
+    print(f"Kafka {broker.version} ready at {broker.bootstrap} in {seconds:.1f}s "
+          f"(data {broker.data_dir}, logs {broker.log_dir})", flush=True)
+    if args.action == "up":
+        broker.process = None  # leave it running; `down` stops it through the pid file
+        return 0
+    try:
+        assert broker.process is not None
+        broker.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

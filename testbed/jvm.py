@@ -1,0 +1,84 @@
+"""Locate (and on first use fetch through Maven) the JVM jars the project runs on.
+
+The versions live only in deploy/jvm/pom.xml; KAFKA_VERSION in the environment picks
+another Kafka release (e.g. 3.9.2) for the broker and Kafka's tools.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+POM = PROJECT_ROOT / "deploy" / "jvm" / "pom.xml"
+MAVEN_SETTINGS = PROJECT_ROOT / "deploy" / "jvm" / "settings.xml"
+JARS_ROOT = PROJECT_ROOT / "build" / "jars"
+
+
+def pom_property(name: str) -> str:
+    match = re.search(rf"<{re.escape(name)}>([^<]+)</{re.escape(name)}>", POM.read_text())
+    if not match:
+        raise RuntimeError(f"{POM} has no <{name}> property")
+    return match.group(1).strip()
+
+
+def kafka_version() -> str:
+    return os.environ.get("KAFKA_VERSION") or pom_property("kafka.version")
+
+
+def spark_version() -> str:
+    return pom_property("spark.version")
+
+
+def _resolve(profile: str, out: Path, extra: list[str]) -> Path:
+    """Copy a profile's dependency closure into ``out`` unless a complete copy is there."""
+    marker = out / ".complete"
+    if marker.exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "mvn", "-q", "-B", "-s", str(MAVEN_SETTINGS), "-f", str(POM), "-P", profile, *extra,
+        "dependency:copy-dependencies", f"-DoutputDirectory={out}",
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"Maven could not resolve the {profile} jars:\n{result.stdout[-4000:]}")
+    marker.touch()
+    return out
+
+
+def kafka_jars(version: str | None = None) -> Path:
+    """Directory holding the Kafka broker, its tools and a logging backend."""
+    version = version or kafka_version()
+    return _resolve("broker", JARS_ROOT / f"kafka-{version}", [f"-Dkafka.version={version}"])
+
+
+def spark_connector_jars() -> list[Path]:
+    """Spark's Kafka connector and the transitive jars that pyspark does not already ship."""
+    import pyspark
+
+    version = spark_version()
+    if pyspark.__version__ != version:
+        raise RuntimeError(
+            f"pyspark {pyspark.__version__} is installed but deploy/jvm/pom.xml pins Spark {version}"
+        )
+    folder = _resolve("spark", JARS_ROOT / f"spark-{version}", [])
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(p for p in folder.glob("*.jar") if _artifact(p.name) not in shipped)
+
+
+def _artifact(jar_name: str) -> str:
+    """Artifact id of a jar file name: ``kafka-clients-3.9.0.jar`` -> ``kafka-clients``."""
+    return re.sub(r"-\d[\w.\-]*\.jar$", "", jar_name)
+
+
+def main() -> None:
+    """``python -m testbed.jvm``: fetch every jar set the project uses."""
+    print(f"kafka {kafka_version()}: {kafka_jars()}")
+    print(f"spark connector {spark_version()}: {len(spark_connector_jars())} jars")
+
+
+if __name__ == "__main__":
+    main()
