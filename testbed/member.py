@@ -1,0 +1,137 @@
+"""One real consumer-group member, run as its own process (``python -m testbed.member``).
+
+A process per member makes churn real: SIGTERM closes the consumer cleanly (it leaves the
+group), SIGKILL is a crash that only the session timeout notices. The member prints one
+JSON line on stdout every time its assignment changes, so the parent knows exactly what
+Kafka's assignor gave it.
+
+Classic protocol members use kafka-python with the chosen assignor; ``--protocol consumer``
+members use confluent-kafka with KIP-848's ``group.protocol=consumer``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+
+def _emit(**fields: Any) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def _assignor_class(name: str) -> type:
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    return {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "sticky": StickyPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }[name]
+
+
+class _Stop:
+    """Set by SIGTERM: the poll loop ends and the consumer closes (leaving the group)."""
+
+    requested = False
+
+    @classmethod
+    def install(cls) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: setattr(cls, "requested", True))
+        signal.signal(signal.SIGINT, lambda *_: setattr(cls, "requested", True))
+
+
+def run_classic(args: argparse.Namespace) -> None:
+    from kafka import KafkaConsumer
+
+    config: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap_server,
+        "group_id": args.group,
+        "client_id": args.client_id,
+        "partition_assignment_strategy": [_assignor_class(args.assignor)],
+        "session_timeout_ms": args.session_timeout_ms,
+        "heartbeat_interval_ms": max(300, args.session_timeout_ms // 6),
+        "enable_auto_commit": True,
+        "auto_commit_interval_ms": args.commit_interval_ms,
+        "auto_offset_reset": "earliest",
+        "metadata_max_age_ms": 2000,
+    }
+    if args.instance_id:
+        config["group_instance_id"] = args.instance_id
+    consumer = KafkaConsumer(**config)
+    consumer.subscribe(args.topics)
+    last: list[list[Any]] | None = None
+    while not _Stop.requested:
+        consumer.poll(timeout_ms=200)
+        if args.process_delay_ms:
+            time.sleep(args.process_delay_ms / 1000)
+        current = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
+        if current != last:
+            generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
+            _emit(event="assignment", partitions=current,
+                  member_id=getattr(generation, "member_id", None),
+                  generation=getattr(generation, "generation_id", None))
+            last = current
+    consumer.close()
+    _emit(event="closed")
+
+
+def run_kip848(args: argparse.Namespace) -> None:
+    from confluent_kafka import Consumer
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap_server,
+        "group.id": args.group,
+        "client.id": args.client_id,
+        "group.protocol": "consumer",
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": args.commit_interval_ms,
+        "auto.offset.reset": "earliest",
+        "topic.metadata.refresh.interval.ms": 2000,
+    }
+    if args.instance_id:
+        config["group.instance.id"] = args.instance_id
+    consumer = Consumer(config)
+    consumer.subscribe(args.topics)
+    last: list[list[Any]] | None = None
+    while not _Stop.requested:
+        consumer.poll(0.2)
+        if args.process_delay_ms:
+            time.sleep(args.process_delay_ms / 1000)
+        current = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
+        if current != last:
+            _emit(event="assignment", partitions=current, member_id=consumer.memberid(), generation=None)
+            last = current
+    consumer.close()
+    _emit(event="closed")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bootstrap-server", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topics", nargs="+", required=True)
+    parser.add_argument("--client-id", required=True)
+    parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
+    parser.add_argument("--assignor", choices=ASSIGNORS, default="range")
+    parser.add_argument("--instance-id", help="group.instance.id: a static member")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--commit-interval-ms", type=int, default=1000)
+    parser.add_argument("--process-delay-ms", type=int, default=0, help="slow consumer: sleep per poll")
+    args = parser.parse_args(argv)
+    _Stop.install()
+    (run_kip848 if args.protocol == "consumer" else run_classic)(args)
+
+
+if __name__ == "__main__":
+    main()

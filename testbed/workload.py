@@ -1,0 +1,239 @@
+"""Real consumer groups and producers for tests, the demo and benchmarks.
+
+``Member`` drives one ``testbed.member`` process; ``Admin`` creates topics, adds partitions,
+produces and reads offsets; ``RateProducer`` writes at a set rate so lag is real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewPartitions, NewTopic
+from kafka.errors import TopicAlreadyExistsError
+
+Partition = tuple[str, int]
+
+
+@dataclass
+class Member:
+    """A consumer-group member in its own process; see ``testbed.member``."""
+
+    bootstrap: str
+    group: str
+    topics: list[str]
+    client_id: str
+    assignor: str = "range"
+    protocol: str = "classic"
+    instance_id: str | None = None
+    session_timeout_ms: int = 6000
+    process_delay_ms: int = 0
+    assignment: frozenset[Partition] = frozenset()
+    member_id: str | None = None
+    generation: int | None = None
+    history: list[frozenset[Partition]] = field(default_factory=list)
+    _process: subprocess.Popen[str] | None = None
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def start(self) -> Member:
+        cmd = [sys.executable, "-m", "testbed.member", "--bootstrap-server", self.bootstrap,
+               "--group", self.group, "--topics", *self.topics, "--client-id", self.client_id,
+               "--protocol", self.protocol, "--assignor", self.assignor,
+               "--session-timeout-ms", str(self.session_timeout_ms),
+               "--process-delay-ms", str(self.process_delay_ms)]
+        if self.instance_id:
+            cmd += ["--instance-id", self.instance_id]
+        self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True, start_new_session=True)
+        threading.Thread(target=self._read_events, daemon=True, name=f"member-{self.client_id}").start()
+        return self
+
+    def _read_events(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if event.get("event") == "assignment":
+                    with self._changed:
+                        self.assignment = frozenset((t, p) for t, p in event["partitions"])
+                        self.member_id = event.get("member_id") or self.member_id
+                        self.generation = event.get("generation")
+                        self.history.append(self.assignment)
+                        self._changed.notify_all()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def leave(self, timeout: float = 30) -> None:
+        """Close the consumer cleanly: it sends LeaveGroup."""
+        self._signal(signal.SIGTERM, timeout)
+
+    def crash(self) -> None:
+        """Kill the process without leaving: only the session timeout notices."""
+        self._signal(signal.SIGKILL, 10)
+
+    def _signal(self, sig: int, timeout: float) -> None:
+        if self._process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, sig)
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait(10)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def wait_balanced(members: Iterable[Member], partitions: Iterable[Partition], timeout: float = 60,
+                  settle: float = 1.0) -> dict[str, frozenset[Partition]]:
+    """Wait until the members' assignments cover ``partitions`` exactly once, and stay so.
+
+    Returns client id -> assigned partitions as the members themselves report them.
+    """
+    members = list(members)
+    wanted = sorted(partitions)
+
+    def covered() -> bool:
+        # Every member has been through a rebalance, all in the same generation (when the
+        # client tells it), and together they own each partition exactly once.
+        generations = {m.generation for m in members}
+        if not all(m.history for m in members) or len(generations) > 1:
+            return False
+        owned = [tp for m in members for tp in m.assignment]
+        return sorted(owned) == wanted
+
+    deadline = time.monotonic() + timeout
+    while True:
+        wait_until(covered, max(0.1, deadline - time.monotonic()), f"{len(members)} members to cover {wanted}")
+        snapshot = {m.client_id: m.assignment for m in members}
+        time.sleep(settle)
+        if covered() and snapshot == {m.client_id: m.assignment for m in members}:
+            return snapshot
+
+
+class Admin:
+    """Topic and offset housekeeping over kafka-python's admin client."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.client = KafkaAdminClient(bootstrap_servers=bootstrap)
+        self._producer: KafkaProducer | None = None
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close()
+        self.client.close()
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        with contextlib.suppress(TopicAlreadyExistsError):
+            self.client.create_topics([NewTopic(name, partitions, 1)])
+        wait_until(lambda: len(self.partitions(name)) == partitions, 30, f"topic {name}")
+
+    def add_partitions(self, name: str, total: int) -> None:
+        self.client.create_partitions({name: NewPartitions(total)})
+        wait_until(lambda: len(self.partitions(name)) == total, 30, f"{name} to have {total} partitions")
+
+    def partitions(self, topic: str) -> list[int]:
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)
+        try:
+            return sorted(consumer.partitions_for_topic(topic) or [])
+        finally:
+            consumer.close()
+
+    def produce(self, topic: str, count: int, partition: int | None = None) -> None:
+        if self._producer is None:
+            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+        for i in range(count):
+            self._producer.send(topic, value=f"m{i}".encode(), partition=partition)
+        self._producer.flush()
+
+    def end_offsets(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)
+        try:
+            ends = consumer.end_offsets([TopicPartition(t, p) for t, p in partitions])
+            return {(tp.topic, tp.partition): off for tp, off in ends.items()}
+        finally:
+            consumer.close()
+
+    def read_all(self, topic: str, partitions: Iterable[int] | None = None) -> list[Any]:
+        """Every record currently in ``topic`` (internal topics included), up to its end."""
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                 isolation_level="read_committed", exclude_internal_topics=False)
+        try:
+            wanted = partitions if partitions is not None else consumer.partitions_for_topic(topic) or []
+            tps = [TopicPartition(topic, p) for p in wanted]
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = consumer.end_offsets(tps)
+            records: list[Any] = []
+            deadline = time.monotonic() + 60
+            while any(consumer.position(tp) < end for tp, end in ends.items()):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"could not read {topic} to its end")
+                for batch in consumer.poll(timeout_ms=500).values():
+                    records.extend(batch)
+            return records
+        finally:
+            consumer.close()
+
+    def group_offsets(self, group: str) -> dict[Partition, int]:
+        offsets = self.client.list_group_offsets(group)[group]
+        return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}
+
+    def commit(self, group: str, offsets: dict[Partition, int]) -> None:
+        """Commit offsets for ``group`` without joining it (a simple, manual committer)."""
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
+        finally:
+            consumer.close()
+
+
+class RateProducer(threading.Thread):
+    """Writes to ``topics`` at about ``rate`` records/s until stopped."""
+
+    def __init__(self, bootstrap: str, topics: list[str], rate: float) -> None:
+        super().__init__(daemon=True, name="rate-producer")
+        self.bootstrap, self.topics, self.rate = bootstrap, topics, rate
+        self._stop_event = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=20)
+        try:
+            interval = 1.0 / self.rate
+            while not self._stop_event.is_set():
+                for topic in self.topics:
+                    producer.send(topic, value=b"x" * 64)
+                    self.sent += 1
+                self._stop_event.wait(interval)
+        finally:
+            producer.close()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(10)
+

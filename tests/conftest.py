@@ -1,0 +1,71 @@
+"""Shared fixtures: one real KRaft broker and one Spark session for the whole test run."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.broker import LocalKafka, port_open
+from testbed.workload import Admin, Member
+
+_names = itertools.count()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from testbed.jvm import kafka_version, spark_version
+
+    return f"kafka broker {kafka_version()}, spark {spark_version()}"
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LocalKafka]:
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    seconds = broker.start()
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    message = f"Kafka {broker.version} broker start-to-ready: {seconds:.2f}s at {broker.bootstrap}"
+    if reporter is not None:
+        reporter.write_line(f"\n{message}")
+    yield broker
+    pid = broker.process.pid if broker.process else None
+    broker.stop()
+    leftovers = [port for port in (broker.port, broker.controller_port) if port_open(port)]
+    alive = pid is not None and os.path.exists(f"/proc/{pid}")
+    if leftovers or alive:
+        raise RuntimeError(f"broker left behind: ports {leftovers}, process alive={alive}")
+    if reporter is not None:
+        reporter.write_line(f"Kafka broker stopped; ports {broker.port}/{broker.controller_port} closed")
+
+
+@pytest.fixture(scope="session")
+def admin(kafka_broker: LocalKafka) -> Iterator[Admin]:
+    client = Admin(kafka_broker.bootstrap)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short name unique within the test run, for topics and groups."""
+    return f"{int(time.time()) % 100000}-{next(_names)}"
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    """Collects the members a test starts and makes sure none outlives it."""
+    started: list[Member] = []
+    yield started
+    for member in started:
+        if member.running:
+            member.crash()
+
+
+@pytest.fixture(scope="session")
+def kafka_jar_dir() -> Path:
+    from testbed.jvm import kafka_jars
+
+    return kafka_jars()
