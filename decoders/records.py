@@ -1,0 +1,144 @@
+"""Immutable typed values the decoder returns: a decoded record, or a decode error.
+
+Field names are Kafka's own (the lower-camel names its JSON formatters print), so a
+record read here and a record printed by Kafka's tools can be compared field by field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Record type numbers (the int16 key prefix) and the names Kafka gives their key schemas.
+RECORD_TYPE_NAMES: dict[int, str] = {
+    0: "LegacyOffsetCommit",
+    1: "OffsetCommit",
+    2: "GroupMetadata",
+    3: "ConsumerGroupMetadata",
+    4: "ConsumerGroupPartitionMetadata",
+    5: "ConsumerGroupMemberMetadata",
+    6: "ConsumerGroupTargetAssignmentMetadata",
+    7: "ConsumerGroupTargetAssignmentMember",
+    8: "ConsumerGroupCurrentMemberAssignment",
+    9: "ShareGroupPartitionMetadata",
+    10: "ShareGroupMemberMetadata",
+    11: "ShareGroupMetadata",
+    12: "ShareGroupTargetAssignmentMetadata",
+    13: "ShareGroupTargetAssignmentMember",
+    14: "ShareGroupCurrentMemberAssignment",
+    15: "ShareGroupStatePartitionMetadata",
+    16: "ConsumerGroupRegularExpression",
+    17: "StreamsGroupMetadata",
+    18: "StreamsGroupPartitionMetadata",
+    19: "StreamsGroupMemberMetadata",
+    20: "StreamsGroupTargetAssignmentMetadata",
+    21: "StreamsGroupTargetAssignmentMember",
+    22: "StreamsGroupCurrentMemberAssignment",
+    23: "StreamsGroupTopology",
+}
+
+OFFSET_COMMIT_TYPES = frozenset({0, 1})
+GROUP_METADATA_TYPE = 2
+CONSUMER_GROUP_TYPES = frozenset({3, 4, 5, 6, 7, 8, 16})
+SHARE_GROUP_TYPES = frozenset(range(9, 16))
+STREAMS_GROUP_TYPES = frozenset(range(17, 24))
+
+
+class Struct(Mapping[str, Any]):
+    """A read-only struct: fields by key (``s["memberId"]``) or attribute (``s.memberId``).
+
+    Nested structs are Structs and arrays are tuples, so a whole record is immutable
+    and hashable.
+    """
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
+        merged = dict(fields or {})
+        merged.update(kwargs)
+        object.__setattr__(self, "_fields", merged)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._fields[name]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._fields[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Struct is immutable")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._fields.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Struct):
+            return self._fields == other._fields
+        if isinstance(other, Mapping):
+            return self._fields == dict(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._fields.items())
+        return f"Struct({inner})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Struct, (self._fields,))
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded ``__consumer_offsets`` record.
+
+    ``value`` is None for a tombstone (then ``version`` is None too).
+    """
+
+    record_type: int
+    key: Struct
+    version: int | None
+    value: Struct | None
+
+    @property
+    def type_name(self) -> str:
+        return RECORD_TYPE_NAMES.get(self.record_type, f"Unknown{self.record_type}")
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+    @property
+    def group(self) -> str:
+        """The group id, whatever the key schema calls it (``group`` or ``groupId``)."""
+        return self.key["group"] if "group" in self.key else self.key["groupId"]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeError:
+    """A record that could not be decoded, with its bytes kept intact.
+
+    ``reason`` is a short stable code (bounded set, used as a metric label):
+    ``null_key``, ``truncated_key``, ``unknown_record_type``, ``unknown_value_version``,
+    ``truncated_value``, ``malformed_key``, ``malformed_value``. ``detail`` says what
+    exactly was wrong. ``record_type`` and ``group`` are filled in when the key was
+    readable, so callers can still route the error to its group.
+    """
+
+    reason: str
+    detail: str
+    key: bytes | None
+    value: bytes | None
+    record_type: int | None = None
+    group: str | None = None
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
