@@ -1,0 +1,568 @@
+"""Group-state folding: the assignor scenarios of the seeds, KIP-848 lifecycles, tombstones."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from decoders.records import Record, Struct
+from streaming.state import (
+    CLASSIC,
+    CONSUMER,
+    GroupSnapshot,
+    OffsetCommit,
+    RebalanceEvent,
+    apply_offset_commits,
+    apply_record,
+    drop_expired,
+    group_state,
+    imbalance_ratio,
+    summarize,
+)
+
+G = "g"
+T0 = 1_700_000_000_000
+
+
+def parts(spec: str) -> dict[str, list[int]]:
+    """``"t0p0 t0p1 t1p0"`` → ``{"t0": [0, 1], "t1": [0]}`` (the seeds' notation)."""
+    out: dict[str, list[int]] = {}
+    for topic, p in re.findall(r"(t\d+)p(\d+)", spec):
+        out.setdefault(topic, []).append(int(p))
+    return out
+
+
+# ------------------------------------------------------------------ classic record builders
+
+
+def member(member_id: str, spec: str, instance: str | None = None) -> Struct:
+    assigned = parts(spec)
+    return Struct(
+        memberId=member_id,
+        groupInstanceId=instance,
+        clientId=f"client-{member_id}",
+        clientHost="/10.0.0.1",
+        rebalanceTimeout=300000,
+        sessionTimeout=45000,
+        subscription=b"",
+        assignment=b"",
+        decodedSubscription=Struct(
+            version=3, topics=tuple(sorted(assigned)), userData=None, ownedPartitions=(),
+            generationId=-1, rackId=None,
+        ),
+        decodedAssignment=Struct(
+            version=3,
+            assignedPartitions=tuple(Struct(topic=t, partitions=tuple(p)) for t, p in assigned.items()),
+            userData=None,
+        ),
+        payloadError=None,
+    )
+
+
+def classic(generation: int, members: list[Struct], protocol: str | None = "range",
+            leader: str | None = None, ts: int = -1, group: str = G) -> Record:
+    if leader is None and members:
+        leader = members[0]["memberId"]
+    value = Struct(
+        protocolType="consumer", generation=generation, protocol=protocol if members else None,
+        leader=leader, currentStateTimestamp=ts, members=tuple(members),
+    )
+    return Record(2, Struct(group=group), 3, value)
+
+
+def classic_tombstone(group: str = G) -> Record:
+    return Record(2, Struct(group=group), None, None)
+
+
+def fold(snapshot: GroupSnapshot | None, *records: Record, t: int = T0):
+    events: list[RebalanceEvent] = []
+    for record in records:
+        snapshot, new = apply_record(snapshot, record, t)
+        events.extend(new)
+    return snapshot, events
+
+
+def owned(summary) -> dict[str, int]:
+    return {m.member: m.assigned_partitions for m in summary.members}
+
+
+# ------------------------------------------------------------------ classic scenarios
+
+RANGE_2 = [member("C0", "t0p0 t0p1 t1p0 t1p1"), member("C1", "t0p2 t1p2")]
+
+
+def test_first_sight_is_a_baseline():
+    snap, events = fold(None, classic(1, RANGE_2))
+    assert events == []
+    assert snap.baseline_taken and snap.rebalances_total == 0 and snap.last_rebalance_ms is None
+    s = summarize(snap, T0)
+    assert (s.group_type, s.state, s.generation) == (CLASSIC, "Stable", 1)
+    assert (s.protocol, s.leader) == ("range", "C0")
+    assert owned(s) == {"C0": 4, "C1": 2}
+    assert s.assigned_partitions == 6
+    assert s.imbalance_ratio == pytest.approx(4 / 3)
+
+
+def test_roundrobin_is_even():
+    snap, _ = fold(None, classic(1, [member("C0", "t0p0 t0p2 t1p1"), member("C1", "t0p1 t1p0 t1p2")],
+                                 protocol="roundrobin"))
+    assert summarize(snap, T0).imbalance_ratio == 1.0
+
+
+def test_third_consumer_joins_range():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    new = [member("C0", "t0p0 t1p0"), member("C1", "t0p1 t1p1"), member("C2", "t0p2 t1p2")]
+    snap, events = fold(snap, classic(2, new, ts=T0 + 5000), t=T0 + 6000)
+    [e] = events
+    assert (e.old_generation, e.new_generation, e.event_time_ms) == (1, 2, T0 + 5000)
+    assert e.members_joined == ("C2",) and e.members_left == () and e.member_count == 3
+    # t0p1/t1p1 C0→C1, t0p2/t1p2 C1→C2: exactly the owner changes
+    assert set(e.moved_partitions) == {"t0:1", "t1:1", "t0:2", "t1:2"}
+    assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (4, 4, 4)
+    assert e.imbalance_before == pytest.approx(4 / 3) and e.imbalance_after == 1.0
+    assert (e.leader, e.leader_changed, e.protocol) == ("C0", False, "range")
+    assert (snap.rebalances_total, snap.partitions_moved_total, snap.last_rebalance_ms) == (1, 4, T0 + 5000)
+    s = summarize(snap, T0 + 6000)
+    assert s.generation == 2 and s.rebalances_total == 1 and s.last_rebalance_ms == T0 + 5000
+
+
+STICKY_3 = [
+    member("C0", "t0p0 t1p1 t3p0"),
+    member("C1", "t0p1 t2p0 t3p1"),
+    member("C2", "t1p0 t2p1"),
+]
+
+
+def test_sticky_member_leaves_moves_only_its_partitions():
+    snap, _ = fold(None, classic(7, STICKY_3, protocol="sticky"))
+    after = [member("C0", "t0p0 t1p1 t3p0 t2p0"), member("C2", "t1p0 t2p1 t0p1 t3p1")]
+    snap, [e] = fold(snap, classic(8, after, protocol="sticky"), t=T0 + 1)
+    assert e.event_time_ms == T0 + 1  # no state timestamp: the record time
+    assert set(e.moved_partitions) == {"t0:1", "t2:0", "t3:1"}
+    assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (3, 3, 3)
+    assert e.members_left == ("C1",) and e.members_joined == ()
+    assert e.imbalance_before == pytest.approx(3 / (8 / 3)) and e.imbalance_after == 1.0
+
+
+def test_roundrobin_member_leaves_moves_more():
+    snap, _ = fold(None, classic(7, STICKY_3, protocol="roundrobin"))
+    after = [member("C0", "t0p0 t1p0 t2p0 t3p0"), member("C2", "t0p1 t1p1 t2p1 t3p1")]
+    snap, [e] = fold(snap, classic(8, after, protocol="roundrobin"))
+    assert set(e.moved_partitions) == {"t0:1", "t1:0", "t1:1", "t2:0", "t3:1"}
+
+
+def test_cooperative_two_step_counts_each_move_once():
+    snap, _ = fold(None, classic(3, [member("C0", "t0p0 t0p1 t0p2 t0p3")], protocol="cooperative-sticky"))
+    # First step: C1 joins, C0 gives up t0p2/t0p3 and nobody gets them yet.
+    step1 = [member("C0", "t0p0 t0p1"), member("C1", "")]
+    snap, [e1] = fold(snap, classic(4, step1, protocol="cooperative-sticky"))
+    assert (e1.partitions_moved, e1.partitions_revoked, e1.partitions_assigned) == (0, 2, 0)
+    assert e1.members_joined == ("C1",)
+    assert e1.imbalance_before == 1.0 and e1.imbalance_after == 2.0
+    # Second step: C1 gets them; their last owner was C0, so they moved.
+    step2 = [member("C0", "t0p0 t0p1"), member("C1", "t0p2 t0p3")]
+    snap, [e2] = fold(snap, classic(5, step2, protocol="cooperative-sticky"))
+    assert (e2.partitions_moved, e2.partitions_revoked, e2.partitions_assigned) == (2, 0, 2)
+    assert e2.moved_partitions == ("t0:2", "t0:3")
+    assert snap.partitions_moved_total == 2 and snap.rebalances_total == 2
+
+
+def test_new_partitions_are_assigned_not_moved():
+    snap, _ = fold(None, classic(1, [member("C0", "t0p0"), member("C1", "t0p1")]))
+    snap, [e] = fold(snap, classic(2, [member("C0", "t0p0 t0p2"), member("C1", "t0p1 t0p3")]))
+    assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (0, 0, 2)
+
+
+def test_static_member_restart_is_not_a_rebalance():
+    static = [member("A-1", "t0p0 t0p1", instance="i-a"), member("B-1", "t0p2 t0p3", instance="i-b")]
+    snap, _ = fold(None, classic(5, static, leader="A-1"))
+    restarted = [member("A-1", "t0p0 t0p1", instance="i-a"), member("B-2", "t0p2 t0p3", instance="i-b")]
+    snap, events = fold(snap, classic(5, restarted, leader="A-1"))
+    assert events == [] and snap.rebalances_total == 0
+    s = summarize(snap, T0)
+    assert {(m.member, m.member_id) for m in s.members} == {("i-a", "A-1"), ("i-b", "B-2")}
+    assert s.leader == "i-a"
+    # A later rebalance that keeps the assignment moves nothing, joins and leaves nobody,
+    # even though the leader restarted under a new member id in between.
+    again = [member("A-2", "t0p0 t0p1", instance="i-a"), member("B-2", "t0p2 t0p3", instance="i-b")]
+    snap, [e] = fold(snap, classic(6, again, leader="A-2"))
+    assert (e.partitions_moved, e.members_joined, e.members_left, e.leader_changed) == (0, (), (), False)
+
+
+def test_leader_change_is_flagged():
+    snap, _ = fold(None, classic(1, RANGE_2, leader="C0"))
+    snap, [e] = fold(snap, classic(2, [member("C1", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")], leader="C1"))
+    assert (e.leader, e.leader_changed, e.members_left) == ("C1", True, ("C0",))
+
+
+def test_last_member_leaving_empties_the_group():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    snap, [e] = fold(snap, classic(2, []))
+    assert (e.member_count, e.members_left) == (0, ("C0", "C1"))
+    assert (e.partitions_revoked, e.partitions_moved) == (6, 0)
+    assert e.imbalance_after is None and e.protocol is None
+    s = summarize(snap, T0)
+    assert (s.state, s.member_count, s.imbalance_ratio, s.assigned_partitions) == ("Empty", 0, None, 0)
+    # Members coming back take partitions whose last owners are remembered.
+    snap, [e] = fold(snap, classic(3, [member("C1", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")]))
+    assert e.partitions_moved == 4 and e.partitions_assigned == 6
+
+
+def test_members_without_partitions_count_in_the_mean():
+    assert imbalance_ratio([]) is None
+    assert imbalance_ratio([0, 0]) == 1.0
+    assert imbalance_ratio([3, 0, 0]) == 3.0
+    assert imbalance_ratio([2, 2]) == 1.0
+
+
+def test_non_consumer_protocols_keep_members_without_partitions():
+    value = Struct(protocolType="connect", generation=4, protocol="sessioned", leader="w1",
+                   currentStateTimestamp=-1,
+                   members=(Struct(memberId="w1", clientId="c", clientHost="/h", sessionTimeout=10000,
+                                   subscription=b"\x00", assignment=b"\x00", decodedSubscription=None,
+                                   decodedAssignment=None, payloadError=None),))
+    snap, _ = fold(None, Record(2, Struct(group=G), 1, value))
+    s = summarize(snap, T0)
+    assert (s.protocol_type, s.member_count) == ("connect", 1)
+    assert (s.assigned_partitions, s.imbalance_ratio) == (0, 1.0)
+
+
+def test_classic_tombstone_deletes_the_group():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    assert fold(snap, classic_tombstone()) == (None, [])
+
+
+def test_classic_tombstone_keeps_offsets_and_the_next_group_is_a_baseline():
+    snap, _ = fold(None, classic(4, RANGE_2))
+    snap = apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 42, T0, None, T0)], 1)
+    snap, _ = fold(snap, classic_tombstone())
+    assert snap is not None and snap.classic is None and not snap.baseline_taken
+    s = summarize(snap, T0)
+    assert (s.state, s.generation, s.member_count, s.offset_commits_total) == ("Empty", None, 0, 1)
+    snap, events = fold(snap, classic(1, RANGE_2))
+    assert events == [] and snap.rebalances_total == 0
+
+
+# ------------------------------------------------------------------ KIP-848 builders
+
+TA, TB = "q1YFPGt9Q3-7VA4kbn4Fuw", "Zb1xWJpGSQaW2q0Uu0q9Pg"
+
+
+def tps(spec: dict[str, list[int]]) -> tuple[Struct, ...]:
+    return tuple(Struct(topicId=t, partitions=tuple(p)) for t, p in spec.items())
+
+
+def k3(epoch: int) -> Record:
+    return Record(3, Struct(groupId=G), 0, Struct(epoch=epoch))
+
+
+def k4() -> Record:
+    topics = (Struct(topicId=TA, topicName="orders", numPartitions=4, partitionMetadata=()),
+              Struct(topicId=TB, topicName="payments", numPartitions=2, partitionMetadata=()))
+    return Record(4, Struct(groupId=G), 0, Struct(topics=topics))
+
+
+def k5(member_id: str, instance: str | None = None, assignor: str | None = "uniform") -> Record:
+    value = Struct(instanceId=instance, rackId=None, clientId=f"client-{member_id}", clientHost="/10.0.0.2",
+                   subscribedTopicNames=("orders", "payments"), subscribedTopicRegex=None,
+                   rebalanceTimeoutMs=300000, serverAssignor=assignor, classicMemberMetadata=None)
+    return Record(5, Struct(groupId=G, memberId=member_id), 0, value)
+
+
+def k6(epoch: int) -> Record:
+    return Record(6, Struct(groupId=G), 0, Struct(assignmentEpoch=epoch))
+
+
+def k7(member_id: str, spec: dict[str, list[int]]) -> Record:
+    return Record(7, Struct(groupId=G, memberId=member_id), 0, Struct(topicPartitions=tps(spec)))
+
+
+def k8(member_id: str, epoch: int, spec: dict[str, list[int]], state: int = 0,
+       pending: dict[str, list[int]] | None = None) -> Record:
+    value = Struct(memberEpoch=epoch, previousMemberEpoch=epoch - 1, state=state,
+                   assignedPartitions=tps(spec), partitionsPendingRevocation=tps(pending or {}))
+    return Record(8, Struct(groupId=G, memberId=member_id), 0, value)
+
+
+def tomb(record_type: int, member_id: str | None = None) -> Record:
+    key = Struct(groupId=G) if member_id is None else Struct(groupId=G, memberId=member_id)
+    return Record(record_type, key, None, None)
+
+
+ALL_A = {TA: [0, 1, 2, 3], TB: [0, 1]}
+
+
+def one_member_group() -> GroupSnapshot:
+    snap, events = fold(None, k5("A"), k3(1), k4(), k7("A", ALL_A), k6(1), k8("A", 1, ALL_A))
+    assert events == []
+    return snap
+
+
+def test_kip848_creation_is_a_baseline():
+    snap = one_member_group()
+    assert snap.group_type == CONSUMER and snap.baseline_taken and snap.rebalances_total == 0
+    s = summarize(snap, T0)
+    assert (s.group_type, s.protocol_type, s.protocol, s.leader) == (CONSUMER, "consumer", "uniform", "")
+    assert (s.state, s.generation, s.member_count, s.assigned_partitions) == ("Stable", 1, 1, 6)
+    assert s.members[0].client_id == "client-A"
+
+
+def test_kip848_join_moves_target_owners_then_reconciles():
+    snap = one_member_group()
+    snap, events = fold(snap, k5("B"), k3(2))
+    assert events == [] and group_state(snap) == "Assigning"
+    snap, [e] = fold(snap, k7("A", {TA: [0, 1], TB: [0]}), k7("B", {TA: [2, 3], TB: [1]}), k6(2), t=T0 + 9)
+    assert (e.group_type, e.old_generation, e.new_generation, e.event_time_ms) == (CONSUMER, 1, 2, T0 + 9)
+    assert e.members_joined == ("B",) and e.member_count == 2
+    assert e.moved_partitions == ("orders:2", "orders:3", "payments:1")  # names from type 4
+    assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (3, 3, 3)
+    assert (e.leader, e.leader_changed, e.protocol) == (None, False, "uniform")
+    assert e.imbalance_before == 1.0 and e.imbalance_after == 1.0
+    assert group_state(snap) == "Reconciling"
+    # A revokes first, B waits for the partitions to be released, then both settle.
+    snap, _ = fold(snap, k8("A", 2, {TA: [0, 1], TB: [0]}, state=1, pending={TA: [2, 3], TB: [1]}),
+                   k8("B", 2, {}, state=2))
+    assert group_state(snap) == "Reconciling"
+    assert owned(summarize(snap, T0)) == {"A": 3, "B": 0}
+    snap, events = fold(snap, k8("A", 2, {TA: [0, 1], TB: [0]}), k8("B", 2, {TA: [2, 3], TB: [1]}))
+    assert events == [] and group_state(snap) == "Stable"
+    assert summarize(snap, T0).imbalance_ratio == 1.0
+
+
+def two_member_group() -> GroupSnapshot:
+    snap = one_member_group()
+    snap, _ = fold(snap, k5("B"), k3(2), k7("A", {TA: [0, 1], TB: [0]}), k7("B", {TA: [2, 3], TB: [1]}),
+                   k6(2), k8("A", 2, {TA: [0, 1], TB: [0]}), k8("B", 2, {TA: [2, 3], TB: [1]}))
+    return snap
+
+
+def test_kip848_member_leaves():
+    snap = two_member_group()
+    snap, events = fold(snap, tomb(8, "B"), tomb(7, "B"), tomb(5, "B"), k3(3), k7("A", ALL_A))
+    assert events == []
+    snap, [e] = fold(snap, k6(3))
+    assert e.members_left == ("B",) and e.members_joined == () and e.member_count == 1
+    assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (3, 3, 3)
+    assert snap.rebalances_total == 2 and snap.partitions_moved_total == 6
+    snap, _ = fold(snap, k8("A", 3, ALL_A))
+    assert group_state(snap) == "Stable" and summarize(snap, T0).member_count == 1
+
+
+def test_kip848_epoch_bump_without_changes_is_a_rebalance_that_moves_nothing():
+    snap = two_member_group()
+    snap, [e] = fold(snap, k3(3), k6(3))
+    assert (e.old_generation, e.new_generation) == (2, 3)
+    assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (0, 0, 0)
+    assert e.members_joined == () and e.members_left == ()
+    assert snap.rebalances_total == 2
+    assert group_state(snap) == "Reconciling"  # members still at epoch 2
+    snap, _ = fold(snap, k8("A", 3, {TA: [0, 1], TB: [0]}), k8("B", 3, {TA: [2, 3], TB: [1]}))
+    assert group_state(snap) == "Stable"
+
+
+def test_kip848_group_deletion():
+    snap = two_member_group()
+    deletion = [tomb(8, "A"), tomb(8, "B"), tomb(7, "A"), tomb(7, "B"), tomb(6), tomb(5, "A"), tomb(5, "B"),
+                tomb(4)]
+    snap, events = fold(snap, *deletion)
+    assert events == [] and snap is not None
+    assert summarize(snap, T0).state == "Empty"
+    assert fold(snap, tomb(3)) == (None, [])
+
+
+def test_kip848_static_member_replacement_is_not_a_rebalance():
+    snap, _ = fold(None, k5("A-1", instance="i-a"), k5("B-1", instance="i-b"), k3(1),
+                   k7("A-1", {TA: [0, 1]}), k7("B-1", {TA: [2, 3]}), k6(1),
+                   k8("A-1", 1, {TA: [0, 1]}), k8("B-1", 1, {TA: [2, 3]}))
+    # The coordinator swaps the member id without bumping any epoch.
+    snap, events = fold(snap, tomb(8, "B-1"), tomb(7, "B-1"), tomb(5, "B-1"),
+                        k5("B-2", instance="i-b"), k7("B-2", {TA: [2, 3]}), k8("B-2", 1, {TA: [2, 3]}))
+    assert events == [] and snap.rebalances_total == 0
+    assert {(m.member, m.member_id) for m in summarize(snap, T0).members} == {("i-a", "A-1"), ("i-b", "B-2")}
+    assert group_state(snap) == "Stable"
+    snap, [e] = fold(snap, k3(2), k6(2))
+    assert (e.partitions_moved, e.partitions_revoked, e.members_joined, e.members_left) == (0, 0, (), ())
+
+
+def test_kip848_records_out_of_order_after_compaction():
+    # A current assignment surviving compaction before anything else about the group.
+    snap, events = fold(None, k8("A", 5, {TA: [0, 1]}))
+    assert events == [] and snap.group_type == CONSUMER and not snap.baseline_taken
+    assert group_state(snap) == "Assigning" and snap.rebalances_total == 0
+    snap, events = fold(snap, k3(7), k6(7))
+    assert events == [] and snap.baseline_taken and snap.rebalances_total == 0
+    # A target written after the epoch record (an older record surviving compaction)
+    # belongs to the current epoch: the next diff sees B as its owner.
+    snap, events = fold(snap, k5("B"), k7("B", {TA: [2, 3]}))
+    assert events == []
+    snap, [e] = fold(snap, k3(8), k7("A", {TA: [0, 1, 2]}), k7("B", {TA: [3]}), k6(8))
+    assert e.moved_partitions == (f"{TA}:2",)  # no type 4: the topic id stands in for the name
+    assert e.members_joined == ()
+
+
+def test_topic_names_learnt_from_offset_commits():
+    snap, _ = fold(None, k5("A"), k3(1), k7("A", {TA: [0, 1]}), k6(1))
+    snap = apply_offset_commits(snap, G, [OffsetCommit("orders", 0, 10, T0, TA, T0)], 1)
+    snap, [e] = fold(snap, k5("B"), k3(2), k7("A", {TA: [0]}), k7("B", {TA: [1]}), k6(2))
+    assert e.moved_partitions == ("orders:1",)
+
+
+def test_conversion_from_classic_keeps_offsets_and_counters():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    snap, _ = fold(snap, classic(2, [member("C0", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")]))
+    snap = apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 5, T0, None, T0)], 3)
+    snap, events = fold(snap, classic_tombstone(), k5("C0"), k3(2), k7("C0", ALL_A), k6(2),
+                        k8("C0", 2, ALL_A))
+    assert events == [] and snap.group_type == CONSUMER
+    assert (snap.rebalances_total, snap.offset_commits_total) == (1, 3)
+    assert summarize(snap, T0).offsets[0].offset == 5
+    snap, [e] = fold(snap, k5("C1"), k3(3), k7("C0", {TA: [0, 1, 2, 3]}), k7("C1", {TB: [0, 1]}), k6(3))
+    assert e.partitions_moved == 2 and snap.rebalances_total == 2
+
+
+def test_orphan_tombstones_never_create_or_break_state():
+    for record_type in (2, 3, 4, 5, 6, 7, 8, 16):
+        key = Struct(group=G) if record_type == 2 else Struct(groupId=G, memberId="X", regularExpression="x")
+        assert apply_record(None, Record(record_type, key, None, None), T0) == (None, [])
+    snap, _ = fold(None, classic(1, RANGE_2))
+    before = snap.to_json()
+    snap, events = fold(snap, tomb(8, "X"), tomb(7, "X"), tomb(5, "X"), tomb(6), tomb(3), tomb(4))
+    assert events == [] and snap.to_json() == before
+    kip = two_member_group()
+    before = kip.to_json()
+    kip, events = fold(kip, classic_tombstone(), tomb(8, "nobody"))
+    assert events == [] and kip.to_json() == before
+
+
+def test_untracked_record_types():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    share = Record(11, Struct(groupId=G), 0, Struct(epoch=3))
+    assert apply_record(snap, share, T0) == (snap, [])
+    assert apply_record(None, share, T0) == (None, [])
+    with pytest.raises(ValueError):
+        apply_record(snap, Record(1, Struct(group=G, topic="t", partition=0), 3, Struct(offset=1)), T0)
+
+
+# ------------------------------------------------------------------ offsets, TTL, serialisation
+
+
+def test_offset_commits():
+    snap = apply_offset_commits(None, G, [OffsetCommit("t0", 1, 100, T0 - 5, None, T0),
+                                          ("t0", 0, 90, T0 - 4, None, T0 + 1)], 7)
+    assert snap.group == G and snap.offset_commits_total == 7 and snap.last_seen_ms == T0 + 1
+    s = summarize(snap, T0)
+    assert (s.group_type, s.state, s.generation, s.member_count) == (CLASSIC, "Empty", None, 0)
+    assert [(o.topic, o.partition, o.offset, o.commit_timestamp_ms) for o in s.offsets] == [
+        ("t0", 0, 90, T0 - 4), ("t0", 1, 100, T0 - 5)]
+    # pandas hands over NaN for missing values
+    snap = apply_offset_commits(snap, G, [("t0", 1, float("nan"), float("nan"), float("nan"), T0 + 2)], 0)
+    assert list(snap.offsets) == [("t0", 0)] and snap.offset_commits_total == 7
+    assert apply_offset_commits(snap, G, [OffsetCommit("t0", 0, None, None, None, T0 + 3)], 0) is None
+    assert apply_offset_commits(None, G, [OffsetCommit("t0", 0, None, None, None, T0)], 0) is None
+
+
+def test_offset_tombstones_and_group_tombstone_delete_in_either_order():
+    def group_with_offsets():
+        snap, _ = fold(None, classic(1, RANGE_2))
+        return apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 1, T0, None, T0)], 1)
+
+    gone = [OffsetCommit("t0", 0, None, None, None, T0)]
+    snap, _ = fold(group_with_offsets(), classic_tombstone())
+    assert apply_offset_commits(snap, G, gone, 0) is None
+    snap = apply_offset_commits(group_with_offsets(), G, gone, 0)
+    assert fold(snap, classic_tombstone()) == (None, [])
+
+
+def test_drop_expired():
+    day = 86_400_000
+    offsets_only = apply_offset_commits(None, G, [OffsetCommit("t0", 0, 1, T0, None, T0)], 1)
+    assert drop_expired(offsets_only, T0 + 2 * day, day)
+    assert not drop_expired(offsets_only, T0 + day, day)
+    live, _ = fold(None, classic(1, RANGE_2))
+    assert not drop_expired(live, T0 + 30 * day, day)
+
+
+def test_snapshot_json_round_trip():
+    snap, _ = fold(None, classic(1, RANGE_2, ts=T0))
+    snap, _ = fold(snap, classic(2, [member("C0", "t0p0"), member("C1", "")]))
+    snap = apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 11, T0, "id-t0", T0)], 2)
+    kip = two_member_group()
+    kip = apply_offset_commits(kip, G, [OffsetCommit("orders", 3, 9, None, None, T0)], 1)
+    for original in (snap, kip):
+        text = original.to_json()
+        restored = GroupSnapshot.from_json(text)
+        assert restored == original
+        assert restored.to_json() == text
+        assert summarize(restored, T0) == summarize(original, T0)
+    assert len(snap.to_json()) < 1500
+    with pytest.raises(ValueError):
+        GroupSnapshot.from_dict({**json.loads(snap.to_json()), "v": 99})
+
+
+def test_restored_snapshot_keeps_detecting_movement():
+    snap, _ = fold(None, classic(1, [member("C0", "t0p0 t0p1 t0p2 t0p3")], protocol="cooperative-sticky"))
+    snap, _ = fold(snap, classic(2, [member("C0", "t0p0 t0p1"), member("C1", "")]))
+    snap = GroupSnapshot.from_json(snap.to_json())
+    snap, [e] = fold(snap, classic(3, [member("C0", "t0p0 t0p1"), member("C1", "t0p2 t0p3")]))
+    assert e.partitions_moved == 2
+
+
+def test_event_and_summary_serialise():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    snap, [e] = fold(snap, classic(2, []))
+    text = json.dumps(e.to_dict())
+    assert RebalanceEvent.from_dict(json.loads(text)) == e
+    s = summarize(snap, T0)
+    assert type(s).from_json(s.to_json()) == s
+
+
+# ------------------------------------------------------------------ robustness
+
+MEMBER_IDS = st.sampled_from(["A", "B", "C"])
+SPEC = st.dictionaries(st.sampled_from([TA, TB]), st.lists(st.integers(0, 3), max_size=3, unique=True),
+                       max_size=2)
+KIP_RECORDS = st.one_of(
+    st.builds(k3, st.integers(0, 4)),
+    st.just(k4()),
+    st.builds(k5, MEMBER_IDS, st.sampled_from([None, "i1", "i2"])),
+    st.builds(k6, st.integers(0, 4)),
+    st.builds(k7, MEMBER_IDS, SPEC),
+    st.builds(k8, MEMBER_IDS, st.integers(0, 4), SPEC, st.sampled_from([0, 1, 2, 127])),
+    st.builds(tomb, st.sampled_from([3, 4, 6])),
+    st.builds(tomb, st.sampled_from([5, 7, 8]), MEMBER_IDS),
+)
+CLASSIC_MEMBERS = st.lists(
+    st.builds(member, MEMBER_IDS, st.sampled_from(["", "t0p0", "t0p1 t1p0", "t0p0 t0p1 t0p2"]),
+              st.sampled_from([None, "i1"])),
+    max_size=3,
+)
+RECORDS = st.one_of(
+    KIP_RECORDS,
+    st.builds(classic, st.integers(0, 4), CLASSIC_MEMBERS),
+    st.just(classic_tombstone()),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RECORDS, max_size=25))
+def test_any_record_sequence_is_folded_consistently(records):
+    snap, emitted = None, 0
+    moved = 0
+    for i, record in enumerate(records):
+        snap, events = apply_record(snap, record, T0 + i)
+        emitted += len(events)
+        moved += sum(e.partitions_moved for e in events)
+        if snap is None:
+            emitted = moved = 0
+            continue
+        assert snap.rebalances_total == emitted and snap.partitions_moved_total == moved
+        assert GroupSnapshot.from_json(snap.to_json()) == snap
+        s = summarize(snap, T0)
+        assert s.imbalance_ratio is None or (math.isfinite(s.imbalance_ratio) and s.imbalance_ratio >= 1.0)
+        for e in events:
+            assert e.partitions_moved <= e.partitions_assigned
