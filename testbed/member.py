@@ -70,17 +70,16 @@ def run_classic(args: argparse.Namespace) -> None:
         config["group_instance_id"] = args.instance_id
     consumer = KafkaConsumer(**config)
     consumer.subscribe(args.topics)
-    last: list[list[Any]] | None = None
+    last: list[Any] | None = None
     while not _Stop.requested:
         consumer.poll(timeout_ms=200)
         if args.process_delay_ms:
             time.sleep(args.process_delay_ms / 1000)
-        current = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
+        generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
+        current = [sorted([tp.topic, tp.partition] for tp in consumer.assignment()),
+                   getattr(generation, "member_id", None), getattr(generation, "generation_id", None)]
         if current != last:
-            generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
-            _emit(event="assignment", partitions=current,
-                  member_id=getattr(generation, "member_id", None),
-                  generation=getattr(generation, "generation_id", None))
+            _emit(event="assignment", partitions=current[0], member_id=current[1], generation=current[2])
             last = current
     consumer.close()
     _emit(event="closed")

@@ -105,7 +105,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interva
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def wait_balanced(members: Iterable[Member], partitions: Iterable[Partition], timeout: float = 60,
+def wait_balanced(members: Iterable[Member], partitions: Iterable[Partition], timeout: float = 120,
                   settle: float = 1.0) -> dict[str, frozenset[Partition]]:
     """Wait until the members' assignments cover ``partitions`` exactly once, and stay so.
 
@@ -125,7 +125,11 @@ def wait_balanced(members: Iterable[Member], partitions: Iterable[Partition], ti
 
     deadline = time.monotonic() + timeout
     while True:
-        wait_until(covered, max(0.1, deadline - time.monotonic()), f"{len(members)} members to cover {wanted}")
+        try:
+            wait_until(covered, max(0.1, deadline - time.monotonic()), f"{len(members)} members to cover {wanted}")
+        except TimeoutError as exc:
+            state = {m.client_id: (m.running, m.generation, sorted(m.assignment)) for m in members}
+            raise TimeoutError(f"{exc}; members (running, generation, assignment): {state}") from None
         snapshot = {m.client_id: m.assignment for m in members}
         time.sleep(settle)
         if covered() and snapshot == {m.client_id: m.assignment for m in members}:

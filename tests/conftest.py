@@ -69,3 +69,25 @@ def kafka_jar_dir() -> Path:
     from testbed.jvm import kafka_jars
 
     return kafka_jars()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local Spark session for every test that runs the job."""
+    from streaming.job import spark_session
+    from streaming.options import parse_args
+
+    session = spark_session(parse_args(["--bootstrap-server", "unused", "--state-partitions", "2"]),
+                            {"spark.ui.enabled": "false", "spark.driver.memory": "2g"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def monitor(spark: object, kafka_broker: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The real monitor job, shared: tests use their own group names and read its /metrics."""
+    from tests.monitor_helpers import start_monitor
+
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path_factory.mktemp("monitor"))
+    yield job
+    job.stop()

@@ -1,0 +1,66 @@
+"""Helpers for the end-to-end tests: start the real job, scrape its real /metrics."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from streaming.job import Monitor
+from streaming.options import parse_args
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def start_monitor(spark: Any, bootstrap: str, workdir: Path, *extra: str) -> Monitor:
+    options = parse_args(["--bootstrap-server", bootstrap, "--checkpoint-dir", str(workdir / "checkpoint"),
+                          "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--trigger-seconds", "1",
+                          "--lag-poll-seconds", "1", "--state-partitions", "2", "--cluster", "test", *extra])
+    return Monitor(spark, options).start()
+
+
+def scrape(monitor: Monitor) -> Samples:
+    text = urllib.request.urlopen(monitor.metrics_url, timeout=10).read().decode()
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    """The value of the one series of ``name`` whose labels include ``labels``."""
+    wanted = set(labels.items())
+    found = [v for (n, ls), v in samples.items() if n == name and wanted <= ls]
+    assert len(found) <= 1, f"{name}{labels} matches {len(found)} series"
+    return found[0] if found else None
+
+
+def series(samples: Samples, name: str, **labels: str) -> dict[frozenset[tuple[str, str]], float]:
+    wanted = set(labels.items())
+    return {ls: v for (n, ls), v in samples.items() if n == name and wanted <= ls}
+
+
+def wait_for(monitor: Monitor, check: Callable[[Samples], bool], what: str, timeout: float = 90) -> Samples:
+    """Scrape until ``check`` holds; fail with the last scrape's relevant lines otherwise."""
+    deadline = time.monotonic() + timeout
+    samples: Samples = {}
+    while time.monotonic() < deadline:
+        if monitor.query is not None and monitor.query.exception():
+            raise AssertionError(f"streaming query failed: {monitor.query.exception()}")
+        samples = scrape(monitor)
+        if check(samples):
+            return samples
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def owner_changes(before: dict[str, frozenset], after: dict[str, frozenset]) -> int:
+    """Partitions whose owner differs between two stable assignments (client id -> partitions)."""
+    owner_before = {tp: owner for owner, parts in before.items() for tp in parts}
+    owner_after = {tp: owner for owner, parts in after.items() for tp in parts}
+    return sum(1 for tp, owner in owner_after.items() if tp in owner_before and owner_before[tp] != owner)
