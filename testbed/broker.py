@@ -44,12 +44,8 @@ def _is_kafka_3(version: str) -> bool:
 def java_command(version: str, main_class: str, args: list[str], *, tools: bool, heap: str = "256m") -> list[str]:
     """The java command line for a Kafka main class at ``version`` with logging configured."""
     jars = kafka_jars(version)
-    if _is_kafka_3(version):
-        name = "tools-log4j.properties" if tools else "log4j.properties"
-        logging = [f"-Dlog4j.configuration=file:{KAFKA_CONFIG_DIR / name}"]
-    else:
-        name = "tools-log4j2.properties" if tools else "log4j2.properties"
-        logging = [f"-Dlog4j2.configurationFile={KAFKA_CONFIG_DIR / name}"]
+    name = "tools-log4j2.properties" if tools else "log4j2.properties"
+    logging = [f"-Dlog4j2.configurationFile={KAFKA_CONFIG_DIR / name}"]
     # Tools are short-lived: a small collector and the quick JIT tier start them fastest.
     jvm = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"] if tools else ["-XX:+UseG1GC"]
     return ["java", f"-Xmx{heap}", *jvm, "-Djava.awt.headless=true", *logging,
@@ -134,7 +130,7 @@ class LocalKafka:
             return
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         cmd = java_command(self.version, "kafka.tools.StorageTool",
-                           ["format", "-t", cluster_id, "-c", str(config)], tools=True)
+                           ["format", f"--cluster-id={cluster_id}", "--config", str(config)], tools=True)
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
             raise RuntimeError(f"formatting Kafka storage failed:\n{result.stdout}\n{result.stderr}")
