@@ -16,7 +16,8 @@ def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tm
     admin.create_topic(topic, 4)
     parts = [(topic, p) for p in range(4)]
     busy, idle = f"{prefix}-busy", f"{prefix}-idle"
-    crew = {g: [Member(kafka_broker.bootstrap, g, [topic], f"{g}-C{i}").start() for i in range(2)] for g in (busy, idle)}
+    crew = {g: [Member(kafka_broker.bootstrap, g, [topic], f"{g}-C{i}").start() for i in range(2)]
+            for g in (busy, idle)}
     members.extend(m for ms in crew.values() for m in ms)
     for ms in crew.values():
         wait_balanced(ms, parts)
