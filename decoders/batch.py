@@ -1,0 +1,310 @@
+"""``decode_batch``: Arrow key/value columns to a flat Arrow table, vectorised for offset commits.
+
+Offset commits are nearly all of ``__consumer_offsets`` traffic, so they never go through a
+Python loop: numpy views over the Arrow offsets and data buffers read the record type, the
+string lengths and the fixed-width fields of every row at once (value versions 0-4 side by
+side, positions chosen per row), and the string columns are cut out of the original data
+buffers by Arrow itself (see ``_strings``). Rows the fast path does not fully understand
+(other record types, tagged fields other than a lone topic id, multi-byte varints, anything
+short or odd) go through the scalar ``decode``, so both paths agree on every input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from decoders.core import decode
+from decoders.records import OFFSET_COMMIT_TYPES, DecodeError, Record
+
+SCHEMA = pa.schema([
+    ("record_type", pa.int16()),
+    ("group", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("leader_epoch", pa.int32()),
+    ("metadata", pa.string()),
+    ("commit_timestamp", pa.int64()),
+    ("expire_timestamp", pa.int64()),
+    ("value_version", pa.int16()),
+    ("is_tombstone", pa.bool_()),
+    ("error", pa.string()),
+    ("member_id", pa.string()),
+])
+_STRING_COLUMNS = ("group", "topic", "metadata", "error", "member_id")
+_NUMERIC_COLUMNS = ("record_type", "partition", "offset", "leader_epoch", "commit_timestamp",
+                    "expire_timestamp", "value_version")
+_TOPIC_ID_TAG = (1, 0, 16)  # one tagged field, tag 0, 16 bytes: the topic id of a 4.1+ commit
+
+BinaryColumn = pa.BinaryArray | pa.LargeBinaryArray | pa.ChunkedArray
+
+
+def row_of(result: Record | DecodeError) -> dict[str, Any]:
+    """The table row for one scalar decode result (the fallback path, and the contract)."""
+    if isinstance(result, DecodeError):
+        return {"record_type": result.record_type, "group": result.group,
+                "is_tombstone": result.value is None, "error": result.reason}
+    row: dict[str, Any] = {"record_type": result.record_type, "group": result.group,
+                           "value_version": result.version, "is_tombstone": result.value is None,
+                           "member_id": result.key.get("memberId")}
+    if result.record_type in OFFSET_COMMIT_TYPES:
+        row["topic"], row["partition"] = result.key["topic"], result.key["partition"]
+        if result.value is not None:
+            value = result.value
+            row.update(offset=value["offset"], leader_epoch=value.get("leaderEpoch"),
+                       metadata=value["metadata"], commit_timestamp=value["commitTimestamp"],
+                       expire_timestamp=value.get("expireTimestamp"))
+    return row
+
+
+@dataclass
+class _Column:
+    """numpy views of one binary column: row validity, row start/length in ``data``.
+
+    Positions are int32 unless the data buffer needs more (keeps the vectorised arithmetic narrow).
+    """
+
+    array: pa.Array
+    valid: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    data: np.ndarray
+
+    def be(self, pos: np.ndarray, dtype: str, ok: np.ndarray | None = None) -> np.ndarray:
+        """Big-endian integers of ``dtype`` (e.g. ``>i8``) at byte positions ``pos`` (unaligned).
+
+        Only rows where ``ok`` are meaningful; the others read position 0 so that garbage
+        lengths can never index outside the buffer.
+        """
+        width = np.dtype(dtype).itemsize
+        result_type = np.int64 if width == 8 else self.start.dtype
+        if self.data.size < width:
+            return np.zeros(pos.size, result_type)
+        if ok is not None and not ok.all():
+            pos = np.where(ok, pos, 0)
+        windows = np.ndarray((self.data.size - width + 1,), dtype, self.data, 0, (1,))
+        return windows[pos].astype(result_type)
+
+
+def _as_binary(column: BinaryColumn) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
+    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
+        column = column.cast(pa.binary())  # null-typed (all tombstones) or string input
+    return column
+
+
+def _view(array: pa.Array) -> _Column:
+    n = len(array)
+    _, offsets_buf, data_buf = array.buffers()
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    position_type = np.int32 if data.size < (1 << 31) - (1 << 20) else np.int64
+    if offsets_buf is None:
+        offsets = np.zeros(n + 1, position_type)
+    else:
+        offset_type = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+        offsets = np.frombuffer(offsets_buf, offset_type)[array.offset:array.offset + n + 1]
+        offsets = offsets.astype(position_type, copy=False)
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    return _Column(array, valid, offsets[:-1], offsets[1:] - offsets[:-1], data)
+
+
+def _strings(column: _Column, mask: np.ndarray, start: np.ndarray, length: np.ndarray,
+             every_other: pa.Array) -> pa.Array:
+    """A string column holding ``data[start:start+length]`` where ``mask``, null elsewhere.
+
+    Arrow cannot address gaps, so the data buffer is tiled by 2n elements that alternate between
+    the wanted slice of a row and the gap up to the next row's slice; taking every other element
+    (``every_other`` = 0, 2, 4, ...) then copies exactly the wanted bytes in C++. Every slice must
+    lie inside its own row (rows without one get an empty slice at their start), which keeps
+    the tiling monotonic.
+    """
+    n = len(mask)
+    large = column.data.size >= 1 << 31
+    offsets = np.empty(2 * n + 1, np.int64 if large else np.int32)
+    offsets[0:-1:2] = start
+    offsets[1::2] = start + length
+    offsets[-1] = offsets[-2] if n else 0
+    data_buf = column.array.buffers()[2] or pa.py_buffer(b"")
+    binary_type = pa.large_binary() if large else pa.binary()
+    tiled = pa.Array.from_buffers(binary_type, 2 * n, [None, pa.py_buffer(offsets), data_buf])
+    taken = tiled.take(every_other)
+    validity = None if mask.all() else pa.py_buffer(np.packbits(mask, bitorder="little"))
+    buffers = [validity, *taken.buffers()[1:]]
+    ends = np.frombuffer(buffers[1], offsets.dtype)[[0, n]]
+    text = np.frombuffer(buffers[2], np.uint8)[ends[0]:ends[1]] if buffers[2] is not None else np.zeros(0)
+    if (text.size == 0 or text.max() < 0x80) and not large:  # ASCII is valid UTF-8: skip validating
+        return pa.Array.from_buffers(pa.string(), n, buffers)
+    binary = pa.Array.from_buffers(binary_type, n, buffers)
+    try:
+        return binary.cast(pa.string())
+    except pa.ArrowInvalid:  # invalid UTF-8 (never written by Kafka): replace as Java and decode() do
+        return pa.array([None if raw is None else raw.decode("utf-8", "replace")
+                         for raw in binary.to_pylist()], pa.string())
+
+
+_CHUNK = 1 << 14  # rows per vectorised step: keeps the temporaries of one step in cache
+
+
+# Which row mask says a numeric column is present: "done" (key read, incl. tombstones),
+# "value" (value read), "epoch" (value v3/v4), "expire" (value v1).
+_PRESENT_WHEN = {"record_type": "done", "partition": "done", "value_version": "value", "offset": "value",
+                 "leader_epoch": "epoch", "commit_timestamp": "value", "expire_timestamp": "expire"}
+
+
+class _Fast:
+    """Full-length results of the vectorised path; ``masks["done"]`` marks the rows it finished."""
+
+    def __init__(self, n: int, position_type: type) -> None:
+        self.numeric = {name: np.zeros(n, SCHEMA.field(name).type.to_pandas_dtype()) for name in _NUMERIC_COLUMNS}
+        self.masks = {name: np.zeros(n, bool) for name in ("done", "value", "epoch", "expire")}
+        self.slices = {name: (np.zeros(n, position_type), np.zeros(n, position_type))
+                       for name in ("group", "topic", "metadata")}
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.masks["done"]
+
+    def present(self) -> dict[str, np.ndarray]:
+        """Per numeric column, a (fresh) mask of the rows that have a value."""
+        return {name: self.masks[mask].copy() for name, mask in _PRESENT_WHEN.items()}
+
+    def put_slice(self, rows: slice, name: str, ok: np.ndarray, row_start: np.ndarray,
+                  start: np.ndarray, length: np.ndarray) -> None:
+        """Where ``ok`` the string at ``start``; elsewhere an empty slice at the row's start."""
+        self.slices[name][0][rows] = np.where(ok, start, row_start)
+        self.slices[name][1][rows] = np.where(ok, length, 0)
+
+
+def _scan(keys: _Column, values: _Column, rows: slice, out: _Fast) -> None:
+    """Decode the offset commits among ``rows`` that the fast path fully understands.
+
+    Each step narrows ``ok`` (key readable as an offset-commit key) and ``vok`` (value readable)
+    with the same checks the scalar reader makes; a row failing any of them is left for it.
+    """
+    # key: int16 type, STRING group, STRING topic, int32 partition (at least 10 bytes)
+    ks, klen = keys.start[rows], keys.length[rows]
+    ok = keys.valid[rows] & (klen >= 10)
+    head = keys.be(ks, ">i4", ok)
+    record_type, group_len = head >> 16, head.astype(np.int16).astype(ks.dtype)
+    ok &= (record_type >= 0) & (record_type <= 1) & (group_len >= 0)
+    topic_pos = ks + 4 + group_len
+    ok &= topic_pos + 2 <= ks + klen
+    topic_len = keys.be(topic_pos, ">i2", ok)
+    ok &= (topic_len >= 0) & (group_len + topic_len + 10 <= klen)
+    partition = keys.be(topic_pos + 2 + topic_len, ">i4", ok)
+
+    # value: int16 version, int64 offset, then per version: v0-v2 metadata length at 10;
+    # v3 leader epoch at 10, length at 14; v4 leader epoch at 10, compact length byte at 14.
+    # Bytes 0-7 and 8-15 (every value is at least 20 bytes) hold all of that.
+    vs, vlen, has_value = values.start[rows], values.length[rows], values.valid[rows]
+    vok = ok & has_value & (vlen >= 20)
+    head, tail = values.be(vs, ">i8", vok), values.be(vs + 8, ">i8", vok)
+    version = (head >> 48).astype(vs.dtype)
+    vok &= (version >= 0) & (version <= 4)
+    v4, v1 = version == 4, version == 1
+    has_epoch = v4 | (version == 3)
+    low = tail.astype(vs.dtype)  # bytes 12-15
+    length_byte = (low >> 8) & 0xFF
+    meta_len = np.where(v4, length_byte - 1,
+                        np.where(has_epoch, low.astype(np.int16), (tail >> 32).astype(np.int16)))
+    meta_at = np.where(v4, vs.dtype.type(15), np.where(has_epoch, vs.dtype.type(16), vs.dtype.type(12)))
+    vok &= np.where(v4, (length_byte >= 1) & (length_byte < 0x80), meta_len >= 0)
+    vok &= vlen >= meta_at + meta_len + np.where(v1, vs.dtype.type(16), vs.dtype.type(8)) + v4
+    meta = vs + meta_at
+    tags = meta + meta_len + 8
+    with_tags = np.flatnonzero(vok & v4)
+    tag_count = values.data[tags[with_tags]]
+    if tag_count.any():  # 4.1+ writers: accept exactly one tag 0 of 16 bytes (the topic id)
+        tagged = with_tags[tag_count != 0]
+        fits = vlen[tagged] >= meta_at[tagged] + meta_len[tagged] + 8 + 19
+        tagged, short = tagged[fits], tagged[~fits]
+        lone = np.ones(tagged.size, bool)
+        for step, expected in enumerate(_TOPIC_ID_TAG):
+            lone &= values.data[tags[tagged] + step] == expected
+        vok[tagged[~lone]] = False
+        vok[short] = False
+
+    masks, numeric = out.masks, out.numeric
+    masks["done"][rows] = ok & (vok | ~has_value)
+    masks["value"][rows] = vok
+    masks["epoch"][rows] = vok & has_epoch
+    numeric["record_type"][rows] = record_type
+    numeric["partition"][rows] = partition
+    numeric["value_version"][rows] = version
+    numeric["offset"][rows] = ((head & 0xFFFFFFFFFFFF) << 16) | ((tail >> 48) & 0xFFFF)
+    numeric["leader_epoch"][rows] = (tail >> 16).astype(np.int32)
+    numeric["commit_timestamp"][rows] = values.be(tags - 8, ">i8", vok)
+    expire_rows = np.flatnonzero(vok & v1)
+    if expire_rows.size:
+        start = rows.start
+        masks["expire"][start + expire_rows] = True
+        numeric["expire_timestamp"][start + expire_rows] = values.be(tags[expire_rows], ">i8")
+    out.put_slice(rows, "group", ok, ks, ks + 4, group_len)
+    out.put_slice(rows, "topic", ok, ks, topic_pos + 2, topic_len)
+    out.put_slice(rows, "metadata", vok, vs, meta, meta_len)
+
+
+def _fast_offsets(keys: _Column, values: _Column) -> tuple[_Fast, dict[str, pa.Array]]:
+    """Run the vectorised path over all rows; return its results and its string columns."""
+    n = len(keys.valid)
+    out = _Fast(n, np.promote_types(keys.start.dtype, values.start.dtype).type)
+    for lo in range(0, n, _CHUNK):
+        _scan(keys, values, slice(lo, min(lo + _CHUNK, n)), out)
+    every_other = pa.array(np.arange(0, 2 * n, 2, dtype=np.int32 if n < 1 << 30 else np.int64))
+    strings = {
+        name: _strings(column, mask, *out.slices[name], every_other)
+        for name, column, mask in (("group", keys, out.done), ("topic", keys, out.done),
+                                   ("metadata", values, out.masks["value"]))
+    }
+    return out, strings
+
+
+def _slice(column: _Column, row: int) -> bytes | None:
+    if not column.valid[row]:
+        return None
+    start = column.start[row]
+    return column.data[start:start + column.length[row]].tobytes()
+
+
+def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
+    """Decode aligned key/value columns into one row per record (columns: ``SCHEMA``).
+
+    Agrees with :func:`decoders.decode` on every row: same record type, group, fields and error
+    reason. Bad records never raise; only inputs that are not two equally long binary columns do.
+    """
+    key_array, value_array = _as_binary(keys), _as_binary(values)
+    if len(key_array) != len(value_array):
+        raise ValueError(f"keys and values differ in length: {len(key_array)} != {len(value_array)}")
+    key_col, value_col = _view(key_array), _view(value_array)
+    fast, strings = _fast_offsets(key_col, value_col)
+    strings["error"] = pa.nulls(len(key_array), pa.string())
+    strings["member_id"] = pa.nulls(len(key_array), pa.string())
+
+    present = fast.present()
+    slow_rows = np.flatnonzero(~fast.done)
+    if slow_rows.size:
+        fallback = [row_of(decode(_slice(key_col, row), _slice(value_col, row)))
+                    for row in slow_rows.tolist()]
+        for name in _NUMERIC_COLUMNS:
+            got = [row.get(name) for row in fallback]
+            has = np.fromiter((value is not None for value in got), bool, len(got))
+            fast.numeric[name][slow_rows[has]] = [value for value in got if value is not None]
+            present[name][slow_rows] = has
+        mask = pa.array(~fast.done)
+        for name in _STRING_COLUMNS:
+            strings[name] = pc.replace_with_mask(strings[name], mask,
+                                                 pa.array([row.get(name) for row in fallback], pa.string()))
+
+    columns: dict[str, pa.Array] = {
+        name: pa.array(fast.numeric[name], mask=None if present[name].all() else ~present[name])
+        for name in _NUMERIC_COLUMNS
+    }
+    columns.update(strings)
+    columns["is_tombstone"] = pa.array(~value_col.valid)
+    return pa.table([columns[field.name] for field in SCHEMA], schema=SCHEMA)
