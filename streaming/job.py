@@ -203,7 +203,8 @@ def build_query(spark: Any, options: JobOptions, sink: BatchSink) -> Any:
         make_group_updater(int(options.group_ttl_seconds * 1000)),
         OUTPUT_DDL, STATE_DDL, "update", GroupStateTimeout.ProcessingTimeTimeout)
     return (updates.writeStream
-            .queryName("rebalance-monitor")
+            # Unique per running job: one checkpoint never serves two jobs at once.
+            .queryName(f"rebalance-monitor:{options.checkpoint_dir.resolve()}")
             .option("checkpointLocation", str(options.checkpoint_dir / "spark"))
             .trigger(processingTime=f"{options.trigger_seconds} seconds")
             .outputMode("update")

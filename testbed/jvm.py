@@ -74,9 +74,15 @@ def _artifact(jar_name: str) -> str:
     return re.sub(r"-\d[\w.\-]*\.jar$", "", jar_name)
 
 
+def oracle_kafka_versions() -> list[str]:
+    """The Kafka releases whose own classes the tests use as oracles, whatever broker runs."""
+    return [pom_property("kafka.version"), pom_property("kafka3.version")]
+
+
 def main() -> None:
     """``python -m testbed.jvm``: fetch every jar set the project uses."""
-    print(f"kafka {kafka_version()}: {kafka_jars()}")
+    for version in dict.fromkeys([kafka_version(), *oracle_kafka_versions()]):
+        print(f"kafka {version}: {kafka_jars(version)}")
     print(f"spark connector {spark_version()}: {len(spark_connector_jars())} jars")
 
 

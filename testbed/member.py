@@ -16,6 +16,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
@@ -70,19 +71,13 @@ def run_classic(args: argparse.Namespace) -> None:
         config["group_instance_id"] = args.instance_id
     consumer = KafkaConsumer(**config)
     consumer.subscribe(args.topics)
-    last: list[Any] | None = None
-    while not _Stop.requested:
-        consumer.poll(timeout_ms=200)
-        if args.process_delay_ms:
-            time.sleep(args.process_delay_ms / 1000)
+
+    def state() -> tuple[list[list[Any]], str | None, int | None]:
         generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
-        current = [sorted([tp.topic, tp.partition] for tp in consumer.assignment()),
-                   getattr(generation, "member_id", None), getattr(generation, "generation_id", None)]
-        if current != last:
-            _emit(event="assignment", partitions=current[0], member_id=current[1], generation=current[2])
-            last = current
-    consumer.close()
-    _emit(event="closed")
+        return (sorted([tp.topic, tp.partition] for tp in consumer.assignment()),
+                getattr(generation, "member_id", None), getattr(generation, "generation_id", None))
+
+    _poll_loop(lambda: consumer.poll(timeout_ms=200), state, consumer.close, args.process_delay_ms)
 
 
 def run_kip848(args: argparse.Namespace) -> None:
@@ -102,16 +97,26 @@ def run_kip848(args: argparse.Namespace) -> None:
         config["group.instance.id"] = args.instance_id
     consumer = Consumer(config)
     consumer.subscribe(args.topics)
-    last: list[list[Any]] | None = None
+
+    def state() -> tuple[list[list[Any]], str | None, int | None]:
+        return sorted([tp.topic, tp.partition] for tp in consumer.assignment()), consumer.memberid(), None
+
+    _poll_loop(lambda: consumer.poll(0.2), state, consumer.close, args.process_delay_ms)
+
+
+def _poll_loop(poll: Callable[[], object], state: Callable[[], tuple[list[list[Any]], str | None, int | None]],
+               close: Callable[[], object], delay_ms: int) -> None:
+    """Poll until SIGTERM; report (assignment, member id, generation) whenever it changes."""
+    last = None
     while not _Stop.requested:
-        consumer.poll(0.2)
-        if args.process_delay_ms:
-            time.sleep(args.process_delay_ms / 1000)
-        current = sorted([tp.topic, tp.partition] for tp in consumer.assignment())
+        poll()
+        if delay_ms:
+            time.sleep(delay_ms / 1000)
+        current = state()
         if current != last:
-            _emit(event="assignment", partitions=current, member_id=consumer.memberid(), generation=None)
+            _emit(event="assignment", partitions=current[0], member_id=current[1], generation=current[2])
             last = current
-    consumer.close()
+    close()
     _emit(event="closed")
 
 

@@ -23,6 +23,7 @@ import pytest
 from decoders import DecodeError, Record, decode
 from decoders.json_format import b64, jsonable, to_json
 from decoders.schemas import KEY_LAYOUTS, SUBSCRIPTION_LAYOUTS, VALUE_LAYOUTS
+from testbed.jvm import oracle_kafka_versions
 from tests.decoder_encoder import (
     UNKNOWN_TAGS,
     encode_assignment,
@@ -33,8 +34,7 @@ from tests.decoder_encoder import (
 )
 from tests.kafka_oracle import encode_with_kafka, format_with_kafka, kafka_jar_dir
 
-KAFKA_4 = kafka_jar_dir("4.3.1")
-KAFKA_3 = kafka_jar_dir("3.9.2")
+KAFKA_4, KAFKA_3 = (kafka_jar_dir(version) for version in oracle_kafka_versions())
 
 # Kafka 4.3's message class names per record type (the types it still knows).
 MESSAGES_4 = {
@@ -280,6 +280,18 @@ def test_truncated_and_mutated_records_agree_with_kafka(kafka4: Any) -> None:
             disagreements.append((key.hex(), value.hex(), ours, reference))
     assert len(damaged) > 1000
     assert not disagreements, disagreements[:3]
+
+
+def test_invalid_utf8_replaced_as_java_does(kafka4: Any) -> None:
+    """Group names with malformed UTF-8 (never written by Kafka) read exactly as Kafka reads them."""
+    rng = random.Random(8)
+    alphabet = [0x00, 0x41, 0x7F, 0x80, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEF, 0xF0,
+                0xF1, 0xF4, 0xF5, 0xF8, 0xFF]
+    names = [bytes(rng.choice(alphabet) for _ in range(rng.randrange(1, 9))) for _ in range(2000)]
+    records = [(b"\x00\x01" + len(name).to_bytes(2, "big") + name + b"\x00\x01t\x00\x00\x00\x00", None)
+               for name in names]
+    for (key, value), kafka in zip(records, format_with_kafka(kafka4, records), strict=True):
+        assert to_json(decode(key, value)) == kafka["offsets"], key
 
 
 def test_types_kafka_4_3_dropped_still_decode(kafka4: Any) -> None:
