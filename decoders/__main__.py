@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import io
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-records", type=int, help="stop after this many records")
     parser.add_argument("--timeout-ms", type=int, help="stop after this long without a record")
     args = parser.parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(encoding="utf-8")  # group and topic names need not be ASCII
     try:
         if args.bootstrap_server:
             run_live(args, sys.stdout)
@@ -105,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             run_stdin(sys.stdin.buffer, sys.stdout)
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to do
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (keeps the interpreter's final flush quiet)
     return 0
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders.core import decode
+from decoders.reader import java_string
 from decoders.records import OFFSET_COMMIT_TYPES, DecodeError, Record
 
 SCHEMA = pa.schema([
@@ -114,29 +115,24 @@ def _view(array: pa.Array) -> _Column:
     return _Column(array, valid, offsets[:-1], offsets[1:] - offsets[:-1], data)
 
 
-def _strings(column: _Column, mask: np.ndarray, start: np.ndarray, length: np.ndarray,
-             every_other: pa.Array) -> pa.Array:
-    """A string column holding ``data[start:start+length]`` where ``mask``, null elsewhere.
+def _strings(column: _Column, mask: np.ndarray, tiling: np.ndarray, every_other: pa.Array) -> pa.Array:
+    """A string column holding the slices ``tiling`` describes where ``mask``, null elsewhere.
 
     Arrow cannot address gaps, so the data buffer is tiled by 2n elements that alternate between
-    the wanted slice of a row and the gap up to the next row's slice; taking every other element
-    (``every_other`` = 0, 2, 4, ...) then copies exactly the wanted bytes in C++. Every slice must
-    lie inside its own row (rows without one get an empty slice at their start), which keeps
-    the tiling monotonic.
+    the wanted slice of a row and the gap up to the next row's slice (``tiling`` holds their 2n+1
+    offsets); taking every other element (``every_other`` = 0, 2, 4, ...) then copies exactly the
+    wanted bytes in C++. Every slice lies inside its own row (rows without one get an empty slice
+    at their start), which keeps the tiling monotonic.
     """
     n = len(mask)
-    large = column.data.size >= 1 << 31
-    offsets = np.empty(2 * n + 1, np.int64 if large else np.int32)
-    offsets[0:-1:2] = start
-    offsets[1::2] = start + length
-    offsets[-1] = offsets[-2] if n else 0
+    large = tiling.dtype == np.int64
     data_buf = column.array.buffers()[2] or pa.py_buffer(b"")
     binary_type = pa.large_binary() if large else pa.binary()
-    tiled = pa.Array.from_buffers(binary_type, 2 * n, [None, pa.py_buffer(offsets), data_buf])
+    tiled = pa.Array.from_buffers(binary_type, 2 * n, [None, pa.py_buffer(tiling), data_buf])
     taken = tiled.take(every_other)
     validity = None if mask.all() else pa.py_buffer(np.packbits(mask, bitorder="little"))
     buffers = [validity, *taken.buffers()[1:]]
-    ends = np.frombuffer(buffers[1], offsets.dtype)[[0, n]]
+    ends = np.frombuffer(buffers[1], tiling.dtype)[[0, n]]
     text = np.frombuffer(buffers[2], np.uint8)[ends[0]:ends[1]] if buffers[2] is not None else np.zeros(0)
     if (text.size == 0 or text.max() < 0x80) and not large:  # ASCII is valid UTF-8: skip validating
         return pa.Array.from_buffers(pa.string(), n, buffers)
@@ -144,12 +140,10 @@ def _strings(column: _Column, mask: np.ndarray, start: np.ndarray, length: np.nd
     try:
         return binary.cast(pa.string())
     except pa.ArrowInvalid:  # invalid UTF-8 (never written by Kafka): replace as Java and decode() do
-        return pa.array([None if raw is None else raw.decode("utf-8", "replace")
-                         for raw in binary.to_pylist()], pa.string())
+        return pa.array([None if raw is None else java_string(raw) for raw in binary.to_pylist()], pa.string())
 
 
 _CHUNK = 1 << 14  # rows per vectorised step: keeps the temporaries of one step in cache
-
 
 # Which row mask says a numeric column is present: "done" (key read, incl. tombstones),
 # "value" (value read), "epoch" (value v3/v4), "expire" (value v1).
@@ -163,8 +157,7 @@ class _Fast:
     def __init__(self, n: int, position_type: type) -> None:
         self.numeric = {name: np.zeros(n, SCHEMA.field(name).type.to_pandas_dtype()) for name in _NUMERIC_COLUMNS}
         self.masks = {name: np.zeros(n, bool) for name in ("done", "value", "epoch", "expire")}
-        self.slices = {name: (np.zeros(n, position_type), np.zeros(n, position_type))
-                       for name in ("group", "topic", "metadata")}
+        self.tilings = {name: np.zeros(2 * n + 1, position_type) for name in ("group", "topic", "metadata")}
 
     @property
     def done(self) -> np.ndarray:
@@ -176,9 +169,12 @@ class _Fast:
 
     def put_slice(self, rows: slice, name: str, ok: np.ndarray, row_start: np.ndarray,
                   start: np.ndarray, length: np.ndarray) -> None:
-        """Where ``ok`` the string at ``start``; elsewhere an empty slice at the row's start."""
-        self.slices[name][0][rows] = np.where(ok, start, row_start)
-        self.slices[name][1][rows] = np.where(ok, length, 0)
+        """Tile ``rows``: where ``ok`` the string at ``start``; elsewhere empty at the row's start."""
+        if not ok.all():
+            start, length = np.where(ok, start, row_start), np.where(ok, length, 0)
+        tiling = self.tilings[name]
+        tiling[2 * rows.start:2 * rows.stop:2] = start
+        tiling[2 * rows.start + 1:2 * rows.stop + 1:2] = start + length
 
 
 def _scan(keys: _Column, values: _Column, rows: slice, out: _Fast) -> None:
@@ -257,8 +253,10 @@ def _fast_offsets(keys: _Column, values: _Column) -> tuple[_Fast, dict[str, pa.A
     for lo in range(0, n, _CHUNK):
         _scan(keys, values, slice(lo, min(lo + _CHUNK, n)), out)
     every_other = pa.array(np.arange(0, 2 * n, 2, dtype=np.int32 if n < 1 << 30 else np.int64))
+    for tiling in out.tilings.values():
+        tiling[-1] = tiling[-2] if n else 0
     strings = {
-        name: _strings(column, mask, *out.slices[name], every_other)
+        name: _strings(column, mask, out.tilings[name], every_other)
         for name, column, mask in (("group", keys, out.done), ("topic", keys, out.done),
                                    ("metadata", values, out.masks["value"]))
     }

@@ -20,14 +20,20 @@ def _group_of(key: Struct) -> str | None:
     return key.get("group", key.get("groupId"))
 
 
-def _decode_value(value: bytes, record_type: int) -> tuple[int, Struct] | tuple[str, str]:
-    """Return ``(version, body)`` or ``(reason, detail)``."""
+class _BadValue(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def _decode_value(value: bytes, record_type: int) -> tuple[int, Struct]:
+    """``(version, body)`` of a value; the first layout of its version that fits wins."""
     if len(value) < 2:
-        return "truncated_value", f"value has {len(value)} bytes, too short for its int16 version"
+        raise _BadValue("truncated_value", f"value has {len(value)} bytes, too short for its int16 version")
     version = read_int16(value)
     layouts = VALUE_LAYOUTS[record_type].get(version)
     if not layouts:
-        return "unknown_value_version", f"record type {record_type} has no value version {version}"
+        raise _BadValue("unknown_value_version", f"record type {record_type} has no value version {version}")
     errors: list[ReadError] = []
     for layout in layouts:
         try:
@@ -45,7 +51,7 @@ def _decode_value(value: bytes, record_type: int) -> tuple[int, Struct] | tuple[
             f"{layout.label}: {exc}" for layout, exc in zip(layouts, errors, strict=True))
     # "truncated" only when every candidate layout ran out of bytes; otherwise the value is inconsistent
     kind = "truncated" if all(exc.kind == "truncated" for exc in errors) else "malformed"
-    return f"{kind}_value", detail
+    raise _BadValue(f"{kind}_value", detail)
 
 
 def _decode(key: BytesLike | None, value: BytesLike | None) -> Record | DecodeError:
@@ -68,11 +74,11 @@ def _decode(key: BytesLike | None, value: BytesLike | None) -> Record | DecodeEr
                            key, value, record_type)
     if value is None:
         return Record(record_type, key_struct, None, None)
-    outcome = _decode_value(value, record_type)
-    if isinstance(outcome[1], Struct):
-        return Record(record_type, key_struct, outcome[0], outcome[1])
-    reason, detail = outcome
-    return DecodeError(reason, detail, key, value, record_type, _group_of(key_struct))
+    try:
+        version, body = _decode_value(value, record_type)
+    except _BadValue as bad:
+        return DecodeError(bad.reason, bad.detail, key, value, record_type, _group_of(key_struct))
+    return Record(record_type, key_struct, version, body)
 
 
 def decode(key: BytesLike | None, value: BytesLike | None) -> Record | DecodeError:

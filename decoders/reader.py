@@ -2,13 +2,14 @@
 
 It mirrors the checks of Kafka's generated readers (negative lengths, null in a non-nullable
 field, over-long strings, collections larger than the remaining bytes, over-long varints) so that
-what Kafka rejects is rejected here too, and it decodes UTF-8 leniently as Java does (invalid
-sequences become U+FFFD). Every failure is a :class:`ReadError`; nothing else escapes.
+what Kafka rejects is rejected here too, and it decodes UTF-8 leniently exactly as Java does
+(invalid sequences become U+FFFD). Every failure is a :class:`ReadError`; nothing else escapes.
 """
 
 from __future__ import annotations
 
 import base64
+import codecs
 import struct as _struct
 from typing import Any
 
@@ -41,6 +42,30 @@ _FIXED: dict[Primitive, _struct.Struct] = {
     INT8: _INT8, INT16: _INT16, UINT16: _UINT16, INT32: _INT32, INT64: _INT64,
 }
 _MAX_STRING_LENGTH = 0x7FFF  # Kafka's generated readers reject longer strings
+
+
+def _java_replacement(error: UnicodeError) -> tuple[str, int]:
+    """Replace malformed UTF-8 as Java's decoder does, one U+FFFD per malformed sequence.
+
+    Python's "replace" agrees except after ED: Java takes ED A0-BF as a sequence prefix (it
+    rejects the surrogate only once decoded), so ED A0-BF plus a continuation byte is one
+    malformed sequence of 3 bytes, and without one a sequence of 2; Python counts 1 + 1 (+ 1).
+    """
+    assert isinstance(error, UnicodeDecodeError)
+    data, start = error.object, error.start
+    if data[start] == 0xED and len(data) > start + 1 and 0xA0 <= data[start + 1] <= 0xBF:
+        complete = len(data) > start + 2 and 0x80 <= data[start + 2] <= 0xBF
+        return "\ufffd", start + (3 if complete else 2)
+    return "\ufffd", error.end
+
+
+JAVA_REPLACE = "kafka-java-replace"
+codecs.register_error(JAVA_REPLACE, _java_replacement)
+
+
+def java_string(raw: bytes) -> str:
+    """UTF-8 bytes to text exactly as Kafka's Java readers decode them."""
+    return raw.decode("utf-8", JAVA_REPLACE)
 
 
 class ReadError(Exception):
@@ -121,7 +146,7 @@ class _Reader:
         if length > _MAX_STRING_LENGTH:
             raise ReadError("malformed", f"{what}: string length {length} exceeds {_MAX_STRING_LENGTH}")
         start = self._take(length, what)
-        return self.data[start:start + length].decode("utf-8", "replace")
+        return self.data[start:start + length].decode("utf-8", JAVA_REPLACE)
 
     def _bytes(self, nullable: bool, what: str) -> bytes | None:
         length = self._length(what, _INT32)

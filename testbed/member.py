@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
     parser.add_argument("--assignor", choices=ASSIGNORS, default="range")
     parser.add_argument("--instance-id", help="group.instance.id: a static member")
-    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--session-timeout-ms", type=int, default=10000)
     parser.add_argument("--commit-interval-ms", type=int, default=1000)
     parser.add_argument("--process-delay-ms", type=int, default=0, help="slow consumer: sleep per poll")
     args = parser.parse_args(argv)

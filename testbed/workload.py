@@ -36,7 +36,7 @@ class Member:
     assignor: str = "range"
     protocol: str = "classic"
     instance_id: str | None = None
-    session_timeout_ms: int = 6000
+    session_timeout_ms: int = 10000
     process_delay_ms: int = 0
     assignment: frozenset[Partition] = frozenset()
     member_id: str | None = None

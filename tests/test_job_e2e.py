@@ -59,7 +59,7 @@ def test_seed_range_example_then_join_and_crash(kafka_broker, admin, monitor, me
     assert _per_client(samples, group) == {c: len(p) for c, p in after.items()}
 
     rebalances = value(samples, "kafka_consumergroup_rebalances_total", group=group)
-    crew[0].crash()  # no LeaveGroup: only the 6 s session timeout notices
+    crew[0].crash()  # no LeaveGroup: only the 10 s session timeout notices
     survivors = wait_balanced(crew[1:], parts, timeout=60)
     samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_members", group=group) == 2,
                        "the crashed member's removal")
