@@ -7,8 +7,10 @@ generic reader in :mod:`decoders.reader` interprets these; the test encoder writ
 
 Field names are the ones Kafka's JSON converters print (the schema name with a lower-case first
 letter), so a decoded record compares field by field with Kafka's own tools. Layouts follow the
-generated message classes of Kafka 4.3 (3.9 for record types 4.x no longer knows) and, for the
-share/streams records whose schemas changed incompatibly, every known layout in newest-first order.
+generated message classes of Kafka 4.3; for the share/streams records whose schemas changed
+incompatibly every known layout is listed, newest first (types 9 and 18, which 4.3 no longer
+knows, from 3.9's classes and the format doc). decoders/NOTES.md lists where that departs from
+the doc.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ as JSON lines. Reusable by any test:
     format_with_kafka(jar_dir, [(key_bytes, value_bytes_or_None), ...]) -> [dict, ...]
     encode_with_kafka(jar_dir, [{"message": "OffsetCommitValue", "version": 3, "prefix": 3,
                                  "data": {...}}, ...]) -> [bytes, ...]
+    sticky_user_data_with_kafka(jar_dir, [user_data_bytes, ...]) -> [dict, ...]
 
 Each formatted dict has ``offsets`` / ``group`` (what OffsetsMessageFormatter and
 GroupMetadataMessageFormatter print), ``coordinator`` (the 4.x generic coordinator-record JSON
@@ -105,6 +106,11 @@ def format_with_kafka(jar_dir: Path, records: Iterable[tuple[bytes, bytes | None
     """What Kafka's tools print for each (key, value) record."""
     return oracle(jar_dir).ask([{"op": "format", "key": _b64(key), "value": _b64(value)}
                                 for key, value in records])
+
+
+def sticky_user_data_with_kafka(jar_dir: Path, user_data: Iterable[bytes]) -> list[dict[str, Any]]:
+    """What Kafka's StickyAssignor reads from each subscription user data: partitions, generation."""
+    return oracle(jar_dir).ask([{"op": "sticky", "userData": _b64(data)} for data in user_data])
 
 
 def encode_with_kafka(jar_dir: Path, specs: Iterable[Mapping[str, Any]]) -> list[bytes]:

@@ -21,18 +21,20 @@ from typing import Any
 import pytest
 
 from decoders import DecodeError, Record, decode
+from decoders.consumer_protocol import decode_subscription
 from decoders.json_format import b64, jsonable, to_json
-from decoders.schemas import KEY_LAYOUTS, SUBSCRIPTION_LAYOUTS, VALUE_LAYOUTS
+from decoders.schemas import KEY_LAYOUTS, STICKY_USER_DATA_LAYOUTS, SUBSCRIPTION_LAYOUTS, VALUE_LAYOUTS
 from testbed.jvm import oracle_kafka_versions
 from tests.decoder_encoder import (
     UNKNOWN_TAGS,
     encode_assignment,
     encode_key,
+    encode_layout,
     encode_subscription,
     encode_value,
     random_fields,
 )
-from tests.kafka_oracle import encode_with_kafka, format_with_kafka, kafka_jar_dir
+from tests.kafka_oracle import encode_with_kafka, format_with_kafka, kafka_jar_dir, sticky_user_data_with_kafka
 
 KAFKA_4, KAFKA_3 = (kafka_jar_dir(version) for version in oracle_kafka_versions())
 
@@ -92,13 +94,19 @@ def _versions(record_type: int) -> list[int]:
 # --- Kafka writes, we read ---------------------------------------------------------------------
 
 
+def _member_struct(version: int) -> Any:
+    """The classic group-metadata member struct of a value version (element of ``members``)."""
+    members = VALUE_LAYOUTS[2][version][0].struct.fields[-1]
+    assert members.name == "members"
+    return members.type.element
+
+
 def _consumer_group(rng: random.Random, version: int, subscriptions: list[bytes],
                     assignments: list[bytes]) -> dict[str, Any]:
     fields = random_fields(rng, VALUE_LAYOUTS[2][version][0].struct, False)
     fields["protocolType"] = "consumer"
     fields["members"] = tuple(
-        {**random_fields(rng, VALUE_LAYOUTS[2][version][0].struct.fields[-1].type.element, False),
-         "subscription": sub, "assignment": assign}
+        {**random_fields(rng, _member_struct(version), False), "subscription": sub, "assignment": assign}
         for sub, assign in zip(subscriptions, assignments, strict=True))
     return fields
 
@@ -123,8 +131,8 @@ def test_kafka_written_records_decode_to_what_was_written(kafka4: Any) -> None:
         assert (result.record_type, result.version, result.key) == (record_type, version, key)
         decoded = dict(result.value)
         if record_type == 2:  # compare the members' stored fields only
-            decoded["members"] = tuple({k: v for k, v in m.items() if k in value["members"][0]}
-                                       for m in result.value.members)
+            stored = {field.name for field in _member_struct(version).fields}
+            decoded["members"] = tuple({k: v for k, v in m.items() if k in stored} for m in result.value.members)
         assert decoded == value, (record_type, version)
 
 
@@ -149,6 +157,26 @@ def test_kafka_written_consumer_protocol_payloads(kafka4: Any) -> None:
             assert member.payloadError is None
             assert dict(member.decodedSubscription) == {"version": version, **sub}
             assert dict(member.decodedAssignment) == {"version": version, **assign}
+
+
+def test_sticky_user_data_read_as_the_assignor_does(kafka4: Any) -> None:
+    """Our v1-then-v0 reading of ``sticky`` user data against StickyAssignor's own, on good and bad bytes."""
+    rng = random.Random(341)
+    samples = []
+    for layout in STICKY_USER_DATA_LAYOUTS:
+        for _ in range(40):
+            data = encode_layout(layout, random_fields(rng, layout.struct, False))
+            samples += [data, data + rng.randbytes(rng.randrange(1, 4)), data[:rng.randrange(len(data))]]
+    samples += [rng.randbytes(rng.randrange(12)) for _ in range(100)]
+    for data, kafka in zip(samples, sticky_user_data_with_kafka(kafka4, samples), strict=True):
+        subscription = decode_subscription(encode_subscription(0, {"topics": (), "userData": data}), "sticky")
+        sticky = subscription.get("stickyUserData")
+        if sticky is None:  # unreadable: the assignor falls back to no previous assignment
+            assert kafka == {"partitions": [], "generation": -1}, data
+            continue
+        flat = [{"topic": entry.topic, "partition": partition}
+                for entry in sticky.previousAssignment for partition in entry.partitions]
+        assert kafka == {"partitions": flat, "generation": sticky.generation}, data
 
 
 # --- we write, Kafka prints, the JSON must match ------------------------------------------------

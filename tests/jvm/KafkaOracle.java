@@ -9,6 +9,9 @@
  *   {"op":"encode","message":"OffsetCommitValue","version":1,"prefix":1,"data":{...}}
  *     -> {"bytes":"<base64>"}   int16 prefix + the message serialised at `version`; the message is
  *        built from `data` by Kafka's generated JSON converter (field names as Kafka's JSON prints them)
+ *   {"op":"sticky","userData":"<base64>"}
+ *     -> {"partitions":[{"topic":..., "partition":...}], "generation": N | null}: the previous assignment
+ *        the "sticky" assignor reads from a member's subscription user data (its own fallbacks included)
  *   {"op":"format","key":"<base64>","value":"<base64>"|null}
  *     -> {"offsets":..., "group":..., "coordinator":..., "dump":{"key":..., "value":...}}: what OffsetsMessageFormatter,
  *        GroupMetadataMessageFormatter, the generic coordinator-record JSON converters (4.x) and
@@ -57,7 +60,11 @@ public class KafkaOracle {
             JsonNode request = MAPPER.readTree(line);
             JsonNode answer;
             try {
-                answer = "encode".equals(request.get("op").asText()) ? encode(request) : format(request);
+                answer = switch (request.get("op").asText()) {
+                    case "encode" -> encode(request);
+                    case "sticky" -> sticky(request);
+                    default -> format(request);
+                };
             } catch (Throwable t) {
                 answer = error(t);
             }
@@ -97,6 +104,27 @@ public class KafkaOracle {
         message.write(new ByteBufferAccessor(buf), cache, version);
         ObjectNode node = JsonNodeFactory.instance.objectNode();
         node.put("bytes", Base64.getEncoder().encodeToString(buf.array()));
+        return node;
+    }
+
+    /** StickyAssignor's own reading of its user data (v1, else v0, else nothing). */
+    private static JsonNode sticky(JsonNode request) throws Exception {
+        Method read = Class.forName("org.apache.kafka.clients.consumer.StickyAssignor")
+            .getDeclaredMethod("deserializeTopicPartitionAssignment", ByteBuffer.class);
+        read.setAccessible(true);
+        Object memberData = read.invoke(null, ByteBuffer.wrap(b64(request.get("userData"))));
+        ObjectNode node = JsonNodeFactory.instance.objectNode();
+        var partitions = node.putArray("partitions");
+        for (Object tp : (java.util.List<?>) memberData.getClass().getField("partitions").get(memberData)) {
+            var topicPartition = (org.apache.kafka.common.TopicPartition) tp;
+            partitions.addObject().put("topic", topicPartition.topic()).put("partition", topicPartition.partition());
+        }
+        Optional<?> generation = (Optional<?>) memberData.getClass().getField("generation").get(memberData);
+        if (generation.isPresent()) {
+            node.put("generation", (Integer) generation.get());
+        } else {
+            node.putNull("generation");
+        }
         return node;
     }
 
