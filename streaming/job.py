@@ -71,11 +71,6 @@ DECODED_SCHEMA = pa.schema([
     ("raw_key", pa.binary()),
     ("raw_value", pa.binary()),
 ])
-DECODED_DDL = (
-    "record_type smallint, group string, topic string, partition int, offset bigint, "
-    "commit_timestamp bigint, is_tombstone boolean, error string, kafka_partition int, "
-    "kafka_offset bigint, record_time_ms bigint, raw_key binary, raw_value binary"
-)
 # Per-group stage output: one row per summary, event, removal or stats blob.
 OUTPUT_DDL = "kind string, grp string, payload string"
 STATE_DDL = "snapshot string"
@@ -182,6 +177,7 @@ def fold_group_records(snapshot: GroupSnapshot | None, group: str,
 def build_query(spark: Any, options: JobOptions, sink: BatchSink) -> Any:
     """The streaming query: source, decode, per-group state, driver sink."""
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     reader = (spark.readStream.format("kafka")
@@ -196,7 +192,7 @@ def build_query(spark: Any, options: JobOptions, sink: BatchSink) -> Any:
     for name, value in options.kafka_options.items():
         reader = reader.option(name, value)
     raw = reader.load().select("key", "value", "partition", "offset", "timestamp")
-    decoded = raw.mapInArrow(decode_arrow_batches, DECODED_DDL)
+    decoded = raw.mapInArrow(decode_arrow_batches, from_arrow_schema(DECODED_SCHEMA))
     routable = F.col("group").isNull() | (
         F.col("group").rlike(options.include_groups) & ~F.col("group").rlike(options.exclude_groups))
     updates = decoded.where(routable).groupBy("group").applyInPandasWithState(
@@ -246,18 +242,15 @@ class BatchSink:
 
     def __init__(self, options: JobOptions, store: MetricsStore, event_log: EventLog,
                  topic_names: TopicNames) -> None:
-        self.options = options
         self.topic_names = topic_names
         self.store = store
         self.event_log = event_log
         self.summaries_path = options.checkpoint_dir / "monitor" / "summaries.json"
-        self.batches_done = 0
+        # What the progress listener's log line reports about the latest batch.
         self.last_batch: dict[str, Any] = {}
-        self._lock = threading.Lock()
         self._restore_summaries()
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        started = time.monotonic()
         rows = df.collect()
         records: Counter[str] = Counter()
         errors: Counter[str] = Counter()
@@ -283,13 +276,10 @@ class BatchSink:
         self.store.update_groups(summaries)
         if summaries or removed:
             self._persist_summaries()
-        with self._lock:
-            self.batches_done += 1
-            self.last_batch = {
-                "batch_id": batch_id, "records": dict(records), "errors": dict(errors),
-                "groups": len({s.group for s in summaries} | set(removed)), "rebalances": len(events),
-                "sink_seconds": time.monotonic() - started,
-            }
+        self.last_batch = {
+            "records": dict(records), "errors": dict(errors),
+            "groups": len({s.group for s in summaries} | set(removed)), "rebalances": len(events),
+        }
 
     def _persist_summaries(self) -> None:
         """Keep the exported group series across restarts (groups idle after a restart
@@ -382,10 +372,6 @@ class Monitor:
             self.spark.streams.removeListener(self._listener)
         self.store.close()
 
-    def await_termination(self) -> None:
-        assert self.query is not None
-        self.query.awaitTermination()
-
 
 def _progress_listener_base() -> type:
     from pyspark.sql.streaming import StreamingQueryListener
@@ -422,11 +408,10 @@ class _ProgressListener(_progress_listener_base()):  # type: ignore[misc]
 def kafka_python_config(kafka_options: dict[str, str]) -> dict[str, Any]:
     """The subset of ``kafka.*`` options that mean the same in kafka-python (lag poller)."""
     config: dict[str, Any] = {}
-    simple = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
-              "ssl.endpoint.identification.algorithm": None}
+    simple = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism"}
     for name, value in kafka_options.items():
         key = name.removeprefix("kafka.")
-        if simple.get(key):
+        if key in simple:
             config[simple[key]] = value
         elif key == "sasl.jaas.config":
             user = re.search(r'username="([^"]*)"', value)
