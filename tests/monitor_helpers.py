@@ -64,3 +64,14 @@ def owner_changes(before: dict[str, frozenset], after: dict[str, frozenset]) -> 
     owner_before = {tp: owner for owner, parts in before.items() for tp in parts}
     owner_after = {tp: owner for owner, parts in after.items() for tp in parts}
     return sum(1 for tp, owner in owner_after.items() if tp in owner_before and owner_before[tp] != owner)
+
+
+def wait_generation(monitor: Monitor, group: str, member: Any, what: str, members: int | None = None) -> Samples:
+    """Scrape until the job's generation for ``group`` is the one ``member`` reports now
+    (and, when given, the job counts ``members`` members)."""
+
+    def caught_up(s: Samples) -> bool:
+        return value(s, "kafka_consumergroup_generation", group=group) == member.generation and (
+            members is None or value(s, "kafka_consumergroup_members", group=group) == members)
+
+    return wait_for(monitor, caught_up, what)

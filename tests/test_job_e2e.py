@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testbed.workload import Admin, Member, wait_balanced, wait_until
-from tests.monitor_helpers import owner_changes, series, value, wait_for
+from tests.monitor_helpers import owner_changes, series, value, wait_for, wait_generation
 
 pytestmark = pytest.mark.slow
 
@@ -85,17 +85,14 @@ def test_seed_sticky_example_member_leaves(kafka_broker, admin, monitor, members
     topics, parts = _topics(admin, f"{assignor}-leave-{unique}", 4, 2)
     crew = _start(members, kafka_broker.bootstrap, group, topics, ["C0", "C1", "C2"], assignor=assignor)
     before = wait_balanced(crew, parts)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation
-                       and value(s, "kafka_consumergroup_members", group=group) == 3, f"{assignor} group")
+    samples = wait_generation(monitor, group, crew[0], f"{assignor} group", members=3)
     moved = value(samples, "kafka_consumergroup_partitions_moved_total", group=group)
     generation = crew[0].generation
 
     crew[1].leave()
     after = wait_balanced([crew[0], crew[2]], parts)
     after["C1"] = frozenset()
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_members", group=group) == 2
-                       and value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation,
-                       "the leave's generation")
+    samples = wait_generation(monitor, group, crew[0], "the leave's generation", members=2)
     moved_now = value(samples, "kafka_consumergroup_partitions_moved_total", group=group) - moved
     assert moved_now == owner_changes(before, after)
     if assignor == "sticky":
@@ -110,15 +107,13 @@ def test_cooperative_sticky_join(kafka_broker, admin, monitor, members, unique):
     topics, parts = _topics(admin, f"coop-{unique}", 1, 6)
     crew = _start(members, kafka_broker.bootstrap, group, topics, ["C0", "C1"], assignor="cooperative-sticky")
     before = wait_balanced(crew, parts)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation,
-                       "cooperative group")
+    samples = wait_generation(monitor, group, crew[0], "cooperative group")
     moved = value(samples, "kafka_consumergroup_partitions_moved_total", group=group)
     rebalances = value(samples, "kafka_consumergroup_rebalances_total", group=group)
     generation = crew[0].generation
     crew += _start(members, kafka_broker.bootstrap, group, topics, ["C2"], assignor="cooperative-sticky")
     after = wait_balanced(crew, parts, settle=3)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation,
-                       "cooperative join")
+    samples = wait_generation(monitor, group, crew[0], "cooperative join")
     # Incremental rebalancing: revoke first, assign in a follow-up generation; only real owner changes count.
     assert value(samples, "kafka_consumergroup_partitions_moved_total", group=group) - moved == owner_changes(
         before, after) == 2
@@ -133,8 +128,7 @@ def test_static_member_restart_is_not_a_rebalance(kafka_broker, admin, monitor, 
                    session_timeout_ms=20000).start() for i in range(2)]
     members.extend(crew)
     before = wait_balanced(crew, parts)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation,
-                       "static group")
+    samples = wait_generation(monitor, group, crew[0], "static group")
     rebalances = value(samples, "kafka_consumergroup_rebalances_total", group=group)
     moved = value(samples, "kafka_consumergroup_partitions_moved_total", group=group)
     generation = crew[0].generation
