@@ -144,10 +144,9 @@ class LocalKafka:
         started = time.monotonic()
         self._format_storage(config)
         cmd = java_command(self.version, "kafka.Kafka", [str(config)], tools=False, heap=self.heap)
-        env = {**os.environ, "LOG_DIR": str(self.log_dir)}
-        cmd.insert(1, f"-Dkafka.logs.dir={self.log_dir}")
+        cmd.insert(1, f"-Dkafka.logs.dir={self.log_dir}")  # where log4j2.properties writes server.log
         stdout = (self.log_dir / "stdout.log").open("ab")
-        self.process = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT, env=env,
+        self.process = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         stdout.close()
         (self.state_dir / "broker.pid").write_text(str(self.process.pid))

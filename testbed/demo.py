@@ -61,7 +61,7 @@ class Demo:
                       instance_id=instance_id, process_delay_ms=delay).start()
 
     def _churn(self) -> None:
-        actions = [self._join, self._leave, self._crash, self._restart_static]
+        actions = [self._join, self._leave, self._crash, self._restart_static, self._grow_topic]
         while not self._stop.wait(self.churn_seconds):
             try:
                 self._random.choice(actions)()
@@ -96,6 +96,18 @@ class Demo:
         old.crash()
         self.members[group].append(self._member(group, instance_id=old.instance_id))
         log.info("demo: static member %s of %s restarts", old.instance_id, group)
+
+    def _grow_topic(self) -> None:
+        """A topic gains a partition (at most doubling it): every subscribed group rebalances."""
+        topic = self._random.choice(list(TOPICS))
+        admin = Admin(self.bootstrap)
+        try:
+            current = len(admin.partitions(topic))
+            if current < 2 * TOPICS[topic]:
+                admin.add_partitions(topic, current + 1)
+                log.info("demo: %s grows to %d partitions", topic, current + 1)
+        finally:
+            admin.close()
 
     def stop(self) -> None:
         self._stop.set()

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,12 +158,18 @@ class Admin:
         self.client.create_partitions({name: NewPartitions(total)})
         wait_until(lambda: len(self.partitions(name)) == total, 30, f"{name} to have {total} partitions")
 
-    def partitions(self, topic: str) -> list[int]:
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)
+    @contextlib.contextmanager
+    def _consumer(self, **config: Any) -> Iterator[KafkaConsumer]:
+        """A short-lived consumer for one look-up, always closed."""
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, **config)
         try:
-            return sorted(consumer.partitions_for_topic(topic) or [])
+            yield consumer
         finally:
             consumer.close()
+
+    def partitions(self, topic: str) -> list[int]:
+        with self._consumer() as consumer:
+            return sorted(consumer.partitions_for_topic(topic) or [])
 
     def produce(self, topic: str, count: int, partition: int | None = None) -> None:
         if self._producer is None:
@@ -173,18 +179,14 @@ class Admin:
         self._producer.flush()
 
     def end_offsets(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)
-        try:
+        with self._consumer() as consumer:
             ends = consumer.end_offsets([TopicPartition(t, p) for t, p in partitions])
-            return {(tp.topic, tp.partition): off for tp, off in ends.items()}
-        finally:
-            consumer.close()
+        return {(tp.topic, tp.partition): off for tp, off in ends.items()}
 
     def read_all(self, topic: str, partitions: Iterable[int] | None = None) -> list[Any]:
         """Every record currently in ``topic`` (internal topics included), up to its end."""
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                 isolation_level="read_committed", exclude_internal_topics=False)
-        try:
+        with self._consumer(enable_auto_commit=False, isolation_level="read_committed",
+                            exclude_internal_topics=False) as consumer:
             wanted = partitions if partitions is not None else consumer.partitions_for_topic(topic) or []
             tps = [TopicPartition(topic, p) for p in wanted]
             consumer.assign(tps)
@@ -197,9 +199,7 @@ class Admin:
                     raise TimeoutError(f"could not read {topic} to its end")
                 for batch in consumer.poll(timeout_ms=500).values():
                     records.extend(batch)
-            return records
-        finally:
-            consumer.close()
+        return records
 
     def group_offsets(self, group: str) -> dict[Partition, int]:
         offsets = self.client.list_group_offsets(group)[group]
@@ -209,11 +209,8 @@ class Admin:
         """Commit offsets for ``group`` without joining it (a simple, manual committer)."""
         from kafka.structs import OffsetAndMetadata
 
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False)
-        try:
+        with self._consumer(group_id=group, enable_auto_commit=False) as consumer:
             consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
-        finally:
-            consumer.close()
 
 
 class RateProducer(threading.Thread):
@@ -223,7 +220,6 @@ class RateProducer(threading.Thread):
         super().__init__(daemon=True, name="rate-producer")
         self.bootstrap, self.topics, self.rate = bootstrap, topics, rate
         self._stop_event = threading.Event()
-        self.sent = 0
 
     def run(self) -> None:
         producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=20)
@@ -232,7 +228,6 @@ class RateProducer(threading.Thread):
             while not self._stop_event.is_set():
                 for topic in self.topics:
                     producer.send(topic, value=b"x" * 64)
-                    self.sent += 1
                 self._stop_event.wait(interval)
         finally:
             producer.close()
