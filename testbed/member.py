@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+# What a member reports: its partitions as [topic, partition] pairs, member id, generation.
+State = tuple[list[list[Any]], str | None, int | None]
 
 
 def _emit(**fields: Any) -> None:
@@ -53,7 +55,7 @@ class _Stop:
 
 
 def run_classic(args: argparse.Namespace) -> None:
-    from kafka import KafkaConsumer
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
 
     config: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_server,
@@ -70,14 +72,26 @@ def run_classic(args: argparse.Namespace) -> None:
     if args.instance_id:
         config["group_instance_id"] = args.instance_id
     consumer = KafkaConsumer(**config)
-    consumer.subscribe(args.topics)
 
-    def state() -> tuple[list[list[Any]], str | None, int | None]:
+    def state() -> State:
         generation = getattr(getattr(consumer, "_coordinator", None), "_generation", None)
         return (sorted([tp.topic, tp.partition] for tp in consumer.assignment()),
                 getattr(generation, "member_id", None), getattr(generation, "generation_id", None))
 
-    _poll_loop(lambda: consumer.poll(timeout_ms=200), state, consumer.close, args.process_delay_ms)
+    reporter = _Reporter(state)
+
+    class ReportRebalances(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: object) -> None:
+            reporter.report()
+
+        def on_partitions_assigned(self, assigned: object) -> None:
+            reporter.report()
+
+    consumer.subscribe(args.topics, listener=ReportRebalances())
+    # A long poll: kafka-python 3.0 can lose a rebalance's completion when poll's timeout runs
+    # out while JoinGroup/SyncGroup are in flight (the member then believes it is stable, owns
+    # nothing and stops heartbeating). The listener reports rebalances as they complete.
+    _poll_loop(lambda: consumer.poll(timeout_ms=3000), reporter, consumer.close, args.process_delay_ms)
 
 
 def run_kip848(args: argparse.Namespace) -> None:
@@ -98,24 +112,33 @@ def run_kip848(args: argparse.Namespace) -> None:
     consumer = Consumer(config)
     consumer.subscribe(args.topics)
 
-    def state() -> tuple[list[list[Any]], str | None, int | None]:
+    def state() -> State:
         return sorted([tp.topic, tp.partition] for tp in consumer.assignment()), consumer.memberid(), None
 
-    _poll_loop(lambda: consumer.poll(0.2), state, consumer.close, args.process_delay_ms)
+    _poll_loop(lambda: consumer.poll(0.2), _Reporter(state), consumer.close, args.process_delay_ms)
 
 
-def _poll_loop(poll: Callable[[], object], state: Callable[[], tuple[list[list[Any]], str | None, int | None]],
-               close: Callable[[], object], delay_ms: int) -> None:
-    """Poll until SIGTERM; report (assignment, member id, generation) whenever it changes."""
-    last = None
+class _Reporter:
+    """Prints the member's (assignment, member id, generation) whenever it changes."""
+
+    def __init__(self, state: Callable[[], State]) -> None:
+        self.state = state
+        self.last: State | None = None
+
+    def report(self) -> None:
+        current = self.state()
+        if current != self.last:
+            _emit(event="assignment", partitions=current[0], member_id=current[1], generation=current[2])
+            self.last = current
+
+
+def _poll_loop(poll: Callable[[], object], reporter: _Reporter, close: Callable[[], object], delay_ms: int) -> None:
+    """Poll until SIGTERM, reporting after every poll; then close (leaving the group)."""
     while not _Stop.requested:
         poll()
         if delay_ms:
             time.sleep(delay_ms / 1000)
-        current = state()
-        if current != last:
-            _emit(event="assignment", partitions=current[0], member_id=current[1], generation=current[2])
-            last = current
+        reporter.report()
     close()
     _emit(event="closed")
 
