@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from testbed.workload import Admin, Member, wait_balanced, wait_until
+from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 
 
 def _key_type_and_group(key: bytes) -> tuple[int, str]:
@@ -20,7 +20,8 @@ def test_range_group_records_land_on_the_partition_kafka_computes(kafka_broker, 
     admin.create_topic(topic, 6)
     for partition in range(6):
         admin.produce(topic, 10, partition=partition)
-    members.extend(Member(kafka_broker.bootstrap, group, [topic], f"C{i}").start() for i in range(3))
+    members.extend(Member(kafka_broker.bootstrap, group, [topic], f"C{i}") for i in range(3))
+    start_members(members)
     assignment = wait_balanced(members, [(topic, p) for p in range(6)])
     assert sorted(len(parts) for parts in assignment.values()) == [2, 2, 2]
     # Wait until the auto-committer has committed every partition to the end.

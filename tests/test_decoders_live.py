@@ -12,7 +12,7 @@ import pytest
 
 from decoders import Record, decode
 from decoders.batch import decode_batch
-from testbed.workload import Member, wait_balanced, wait_until
+from testbed.workload import Member, start_members, wait_balanced, wait_until
 from tests.kafka_oracle import format_with_kafka
 from tests.test_decoders_kafka import KAFKA_4, _compare_with_kafka_4
 
@@ -35,7 +35,8 @@ def test_live_records_match_kafka(kafka_broker, admin, members, unique):
     groups[f"live-kip848-{unique}"] = [Member(kafka_broker.bootstrap, f"live-kip848-{unique}", [topic], f"k{i}",
                                               protocol="consumer") for i in range(2)]
     for crew in groups.values():
-        members.extend(m.start() for m in crew)
+        members.extend(crew)
+        start_members(crew)
     for crew in groups.values():
         wait_balanced(crew, parts)
     for group in groups:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.workload import Admin, Member, wait_balanced, wait_until
+from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 from tests.monitor_helpers import owner_changes, series, value, wait_for, wait_generation
 
 pytestmark = pytest.mark.slow
@@ -23,9 +23,9 @@ def _per_client(samples, group: str) -> dict[str, float]:
 
 
 def _start(members, bootstrap, group, topics, names, **kwargs) -> list[Member]:
-    started = [Member(bootstrap, group, topics, name, **kwargs).start() for name in names]
-    members.extend(started)
-    return started
+    crew = [Member(bootstrap, group, topics, name, **kwargs) for name in names]
+    members.extend(crew)
+    return start_members(crew)
 
 
 def test_seed_range_example_then_join_and_crash(kafka_broker, admin, monitor, members, unique):
@@ -125,8 +125,9 @@ def test_static_member_restart_is_not_a_rebalance(kafka_broker, admin, monitor, 
     group = f"static-{unique}"
     topics, parts = _topics(admin, f"static-{unique}", 1, 4)
     crew = [Member(kafka_broker.bootstrap, group, topics, f"S{i}", instance_id=f"instance-{i}",
-                   session_timeout_ms=20000).start() for i in range(2)]
+                   session_timeout_ms=20000) for i in range(2)]
     members.extend(crew)
+    start_members(crew)
     before = wait_balanced(crew, parts)
     samples = wait_generation(monitor, group, crew[0], "static group")
     rebalances = value(samples, "kafka_consumergroup_rebalances_total", group=group)

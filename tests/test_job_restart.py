@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.workload import Member, wait_balanced
+from testbed.workload import Member, start_members, wait_balanced
 from tests.monitor_helpers import start_monitor, value, wait_for
 
 pytestmark = pytest.mark.slow
@@ -16,9 +16,10 @@ def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tm
     admin.create_topic(topic, 4)
     parts = [(topic, p) for p in range(4)]
     busy, idle = f"{prefix}-busy", f"{prefix}-idle"
-    crew = {g: [Member(kafka_broker.bootstrap, g, [topic], f"{g}-C{i}").start() for i in range(2)]
-            for g in (busy, idle)}
+    crew = {g: [Member(kafka_broker.bootstrap, g, [topic], f"{g}-C{i}") for i in range(2)] for g in (busy, idle)}
     members.extend(m for ms in crew.values() for m in ms)
+    for ms in crew.values():
+        start_members(ms)
     for ms in crew.values():
         wait_balanced(ms, parts)
     job_args = ("--include-groups", f"^{prefix}-")
