@@ -91,3 +91,28 @@ def monitor(spark: object, kafka_broker: LocalKafka, tmp_path_factory: pytest.Te
     job = start_monitor(spark, kafka_broker.bootstrap, tmp_path_factory.mktemp("monitor"))
     yield job
     job.stop()
+
+
+@pytest.fixture(scope="session")
+def kip848_clients_supported(kafka_broker: LocalKafka) -> bool:
+    """Whether the broker speaks the KIP-848 heartbeat our KIP-848 client needs.
+
+    confluent-kafka (librdkafka) generates its own member ids, which takes ConsumerGroupHeartbeat
+    v1 (KIP-1082, Kafka 4.0+); Kafka 3.9 offers only v0, its preview of the protocol.
+    """
+    from kafka import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    try:
+        versions = client.api_versions().get(68)  # 68 = ConsumerGroupHeartbeat
+    finally:
+        client.close()
+    return versions is not None and versions[1] >= 1
+
+
+@pytest.fixture
+def kip848(kip848_clients_supported: bool, kafka_broker: LocalKafka) -> None:
+    """Skip a KIP-848 scenario on a broker whose heartbeat our KIP-848 client cannot speak."""
+    if not kip848_clients_supported:
+        pytest.skip(f"Kafka {kafka_broker.version} offers ConsumerGroupHeartbeat v0 only; confluent-kafka's "
+                    "KIP-848 consumer needs v1 (KIP-1082, Kafka 4.0+)")

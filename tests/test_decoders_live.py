@@ -19,7 +19,7 @@ from tests.test_decoders_kafka import KAFKA_4, _compare_with_kafka_4
 pytestmark = pytest.mark.slow
 
 
-def test_live_records_match_kafka(kafka_broker, admin, members, unique):
+def test_live_records_match_kafka(kafka_broker, admin, members, unique, kip848_clients_supported):
     topic = f"live-{unique}"
     admin.create_topic(topic, 4)
     for partition in range(4):
@@ -32,8 +32,9 @@ def test_live_records_match_kafka(kafka_broker, admin, members, unique):
                          for i in range(2)]
     groups[f"live-static-{unique}"] = [Member(kafka_broker.bootstrap, f"live-static-{unique}", [topic], f"s{i}",
                                               instance_id=f"static-{i}") for i in range(2)]
-    groups[f"live-kip848-{unique}"] = [Member(kafka_broker.bootstrap, f"live-kip848-{unique}", [topic], f"k{i}",
-                                              protocol="consumer") for i in range(2)]
+    if kip848_clients_supported:  # see the kip848 fixture: not on Kafka 3.9
+        groups[f"live-kip848-{unique}"] = [Member(kafka_broker.bootstrap, f"live-kip848-{unique}", [topic], f"k{i}",
+                                                  protocol="consumer") for i in range(2)]
     for crew in groups.values():
         members.extend(crew)
         start_members(crew)
@@ -46,7 +47,7 @@ def test_live_records_match_kafka(kafka_broker, admin, members, unique):
     ours = [(key, value, decode(key, value)) for key, value in records]
     mine = [(k, v, r) for k, v, r in ours if isinstance(r, Record) and r.group in groups]
     types = {r.record_type for _, _, r in mine}
-    assert {1, 2, 3, 5, 6, 7, 8} <= types, types
+    assert ({1, 2, 3, 5, 6, 7, 8} if kip848_clients_supported else {1, 2}) <= types, types
     offset_versions = {r.version for _, _, r in mine if r.record_type == 1 and r.value is not None}
     assert offset_versions == ({3} if kafka_broker.version.startswith("3.") else {4})
 

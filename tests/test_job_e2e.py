@@ -152,7 +152,7 @@ def test_static_member_restart_is_not_a_rebalance(kafka_broker, admin, monitor, 
     assert restarted.generation == generation
 
 
-def test_kip848_group_epochs_members_and_topic_names(kafka_broker, admin, monitor, members, unique):
+def test_kip848_group_epochs_members_and_topic_names(kafka_broker, admin, monitor, members, unique, kip848):
     group = f"kip848-{unique}"
     topics, parts = _topics(admin, f"kip848-{unique}", 1, 4)
     crew = _start(members, kafka_broker.bootstrap, group, topics, ["K0", "K1"], protocol="consumer")
