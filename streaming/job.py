@@ -390,7 +390,8 @@ class _ProgressListener(_progress_listener_base()):  # type: ignore[misc]
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
-        if self.monitor.query is None or progress.id != self.monitor.query.id:
+        # progress.id is a uuid.UUID, query.id a str.
+        if self.monitor.query is None or str(progress.id) != str(self.monitor.query.id):
             return
         line, input_lag, skipped = progress_line(progress, self.monitor.sink.last_batch)
         self.monitor.store.observe_batch(progress.batchDuration / 1000, input_lag, time.time())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
@@ -204,3 +206,15 @@ def test_lag_matches_log_end_minus_committed(kafka_broker, admin, monitor, uniqu
     samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_lag", group=group, topic=topic,
                                                 partition="1") == 7, "lag after producing 7 more")
     assert value(samples, "kafka_consumergroup_committed_offset", group=group, topic=topic, partition="1") == 20
+
+
+def test_job_reports_its_own_progress(monitor, admin, unique):
+    """Each micro-batch feeds the job's own metrics: duration, time of the last batch, input lag."""
+    topic = f"progress-{unique}"
+    admin.create_topic(topic, 1)
+    admin.commit(topic, {(topic, 0): 0})  # a record for the job to read, whatever ran before
+    samples = wait_for(monitor, lambda s: (value(s, "rebalance_monitor_batch_duration_seconds_count") or 0) > 0
+                       and value(s, "rebalance_monitor_input_lag_records") is not None, "batch progress metrics")
+    assert value(samples, "rebalance_monitor_last_batch_timestamp_seconds") > time.time() - 120
+    assert value(samples, "rebalance_monitor_input_lag_records") >= 0
+    assert value(samples, "rebalance_monitor_records_total", record_type="OffsetCommit") > 0
