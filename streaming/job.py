@@ -353,6 +353,10 @@ class Monitor:
         self.poller.start()
         return self
 
+    def _last_batch_id(self) -> int | None:
+        progress = self.query.lastProgress
+        return None if progress is None else progress.batchId
+
     @property
     def metrics_url(self) -> str:
         host = "localhost" if self.options.metrics_host in ("0.0.0.0", "") else self.options.metrics_host
@@ -364,8 +368,11 @@ class Monitor:
             self.poller.stop()
         self._metadata.stop()
         if self.query is not None:
+            # Let the batch in flight finish (its progress arrives), then stop before the next.
+            in_flight = self._last_batch_id()
             deadline = time.monotonic() + drain_seconds
-            while self.query.isActive and self.query.status["isTriggerActive"] and time.monotonic() < deadline:
+            while (self.query.isActive and self.query.status["isTriggerActive"]
+                   and self._last_batch_id() == in_flight and time.monotonic() < deadline):
                 time.sleep(0.1)
             self.query.stop()
         if self._listener is not None:
