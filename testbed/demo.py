@@ -7,7 +7,7 @@ import logging
 import random
 import threading
 
-from testbed.workload import Admin, Member, RateProducer
+from testbed.workload import Admin, Member, RateProducer, leave_all
 
 log = logging.getLogger("demo")
 
@@ -114,6 +114,4 @@ class Demo:
         self._thread.join(10)
         if self._producer is not None:
             self._producer.stop()
-        for members in self.members.values():
-            for member in members:
-                member.leave(timeout=10)
+        leave_all((m for members in self.members.values() for m in members), timeout=10)

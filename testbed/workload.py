@@ -80,23 +80,37 @@ class Member:
 
     def leave(self, timeout: float = 30) -> None:
         """Close the consumer cleanly: it sends LeaveGroup."""
-        self._signal(signal.SIGTERM, timeout)
+        self.send_signal(signal.SIGTERM)
+        self.wait(timeout)
 
     def crash(self) -> None:
         """Kill the process without leaving: only the session timeout notices."""
-        self._signal(signal.SIGKILL, 10)
+        self.send_signal(signal.SIGKILL)
+        self.wait(10)
 
-    def _signal(self, sig: int, timeout: float) -> None:
+    def send_signal(self, sig: int) -> None:
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, sig)
+
+    def wait(self, timeout: float) -> None:
+        """Wait for the process to end; kill it if it has not ended by then."""
         if self._process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._process.pid, sig)
         try:
             self._process.wait(timeout)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._process.pid, signal.SIGKILL)
+            self.send_signal(signal.SIGKILL)
             self._process.wait(10)
+
+
+def leave_all(members: Iterable[Member], timeout: float = 30) -> None:
+    """Ask every member to leave at once, then wait: closing them one by one takes minutes."""
+    members = list(members)
+    for member in members:
+        member.send_signal(signal.SIGTERM)
+    for member in members:
+        member.wait(timeout)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
