@@ -1,10 +1,12 @@
 """Per-group state rebuilt from decoded ``__consumer_offsets`` records, as pure functions.
 
-Spark keeps one :class:`GroupSnapshot` per group id in its state store (as the string
-from :meth:`GroupSnapshot.to_json`) and folds each micro-batch into it with
-:func:`apply_record` (group records) and :func:`apply_offset_commits` (offset commits,
-pre-reduced by the caller). Nothing here reads the clock or does I/O: every time is
-passed in, so a batch replayed from a checkpoint gives the same snapshots and events.
+The streaming core keeps one :class:`GroupSnapshot` per group id (persisted as the
+string from :meth:`GroupSnapshot.to_json`) and folds the group-metadata records of each
+micro-batch into it, in log order, with :func:`apply_record`. Committed offsets are not
+kept here: the core keeps them (and counts commits) itself, and drops a group once it
+has neither metadata (:attr:`GroupSnapshot.has_metadata`) nor offsets. Nothing here
+reads the clock or does I/O: every time is passed in, so a batch replayed from a
+checkpoint gives the same snapshots and events.
 
 Ownership model
     A partition's *owner* is the member's static instance id when it has one, else its
@@ -31,11 +33,10 @@ Movement rule (see :func:`_transition`)
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from decoders.records import CONSUMER_GROUP_TYPES, GROUP_METADATA_TYPE, OFFSET_COMMIT_TYPES, Record
 
@@ -49,7 +50,7 @@ ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 MEMBER_STATE_STABLE = 0
 
 # Bump when the JSON layout changes; from_json refuses layouts it does not know.
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
 
 TopicPartition = tuple[str, int]
 Assignment = dict[str, list[int]]
@@ -146,31 +147,24 @@ class ConsumerState:
         return self.members.setdefault(member_id, ConsumerMember(member_id))
 
 
-class CommittedOffset(NamedTuple):
-    offset: int
-    commit_timestamp_ms: int | None
-
-
 @dataclass
 class GroupSnapshot:
     """Everything kept per group between micro-batches.
 
-    At most one of ``classic`` / ``consumer`` is set; neither is set for a group known
-    only through committed offsets (standalone consumers, or offsets surviving a
-    protocol conversion), which Kafka itself lists as an empty classic group.
+    At most one of ``classic`` / ``consumer`` is set; neither is set once the group's
+    metadata was tombstoned (the core may still hold its committed offsets).
     ``epoch_owners`` / ``epoch_members`` are the ownership and membership at the last
-    boundary (baseline or rebalance); ``last_owner`` remembers every partition's last
-    owner, including partitions unassigned since.
+    boundary (baseline or rebalance); ``last_owner`` remembers the last owner of every
+    partition of a topic still referenced (held at the last boundary or subscribed),
+    including partitions unassigned since; ``topic_names`` keeps only ids still in use.
     """
 
     group: str
     classic: ClassicState | None = None
     consumer: ConsumerState | None = None
     topic_names: dict[str, str] = field(default_factory=dict)
-    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     rebalances_total: int = 0
     partitions_moved_total: int = 0
-    offset_commits_total: int = 0
     last_rebalance_ms: int | None = None
     epoch_owners: dict[TopicPartition, str] = field(default_factory=dict)
     epoch_members: list[str] = field(default_factory=list)
@@ -189,28 +183,23 @@ class GroupSnapshot:
         return self.classic is not None
 
     @property
-    def is_alive(self) -> bool:
-        """False once neither group metadata nor committed offsets remain: the group is gone."""
-        return self.classic is not None or self.consumer is not None or bool(self.offsets)
+    def has_metadata(self) -> bool:
+        """False once the group's metadata was tombstoned (or never seen)."""
+        return self.classic is not None or self.consumer is not None
 
     def topic_label(self, topic: str) -> str:
         """A topic for display: KIP-848 assignments carry ids, shown by name when known."""
         return self.topic_names.get(topic, topic) if self.consumer is not None else topic
 
     def to_dict(self) -> dict[str, Any]:
-        offsets: dict[str, list[list[int | None]]] = {}
-        for (topic, partition), entry in sorted(self.offsets.items()):
-            offsets.setdefault(topic, []).append([partition, entry.offset, entry.commit_timestamp_ms])
         return {
             "v": SNAPSHOT_FORMAT,
             "group": self.group,
             "classic": asdict(self.classic) if self.classic is not None else None,
             "consumer": asdict(self.consumer) if self.consumer is not None else None,
             "topic_names": self.topic_names,
-            "offsets": offsets,
             "rebalances_total": self.rebalances_total,
             "partitions_moved_total": self.partitions_moved_total,
-            "offset_commits_total": self.offset_commits_total,
             "last_rebalance_ms": self.last_rebalance_ms,
             "epoch_owners": _owners_to_json(self.epoch_owners),
             "epoch_members": self.epoch_members,
@@ -233,14 +222,8 @@ class GroupSnapshot:
             classic=_classic_from_dict(classic) if classic is not None else None,
             consumer=_consumer_from_dict(consumer) if consumer is not None else None,
             topic_names=dict(d.get("topic_names", {})),
-            offsets={
-                (topic, p): CommittedOffset(offset, ts)
-                for topic, entries in d.get("offsets", {}).items()
-                for p, offset, ts in entries
-            },
             rebalances_total=d.get("rebalances_total", 0),
             partitions_moved_total=d.get("partitions_moved_total", 0),
-            offset_commits_total=d.get("offset_commits_total", 0),
             last_rebalance_ms=d.get("last_rebalance_ms"),
             epoch_owners=_owners_from_json(d.get("epoch_owners", {})),
             epoch_members=list(d.get("epoch_members", [])),
@@ -356,15 +339,17 @@ def apply_record(
     """Fold one group record (type 2, or KIP-848 types 3–8 and 16) into ``snapshot``.
 
     Takes ownership of ``snapshot`` and updates it in place (copying a large group per
-    record would make a batch quadratic); use the returned value. Returns None once the
-    group is gone (its metadata tombstoned and no committed offsets left). Tombstones
-    for state that is not there are ignored, and never create a group. Share- and
-    streams-group records (types 9–15, 17–23) are not modelled and leave the snapshot as
-    it is. Offset commits (types 0/1) go through :func:`apply_offset_commits`.
+    record would make a batch quadratic); use the returned value. A tombstone clears
+    the metadata it deletes and returns the snapshot (counters kept): whether the group
+    is gone is the caller's call (no :attr:`~GroupSnapshot.has_metadata` and no
+    offsets). Tombstones for state that is not there are ignored and never create a
+    group (None in, None out). Share- and streams-group records (types 9–15, 17–23)
+    are not modelled and leave the snapshot as it is. Offset commits (types 0/1) are
+    the caller's and rejected here.
     """
     record_type = record.record_type
     if record_type in OFFSET_COMMIT_TYPES:
-        raise ValueError("offset commits go through apply_offset_commits")
+        raise ValueError("offset commits are kept by the caller, not folded here")
     if record_type != GROUP_METADATA_TYPE and record_type not in CONSUMER_GROUP_TYPES:
         return snapshot, []
     if snapshot is None:
@@ -377,51 +362,7 @@ def apply_record(
         events = _apply_classic(snapshot, record.value, record_time_ms)
     else:
         events = _apply_consumer(snapshot, record, record_time_ms)
-    return (snapshot if snapshot.is_alive else None), events
-
-
-class OffsetCommit(NamedTuple):
-    """The latest commit (or tombstone: ``offset`` None) of one partition in a batch."""
-
-    topic: str
-    partition: int
-    offset: int | None
-    commit_timestamp_ms: int | None
-    topic_id: str | None
-    record_time_ms: int
-
-
-def apply_offset_commits(
-    snapshot: GroupSnapshot | None,
-    group: str,
-    commits: Iterable[OffsetCommit | tuple[Any, ...]],
-    commit_count: int,
-) -> GroupSnapshot | None:
-    """Fold a batch's offset commits, already reduced to the latest per partition.
-
-    ``commit_count`` is the number of non-tombstone commit records the batch held for
-    the group before that reduction (it feeds ``offset_commits_total``). Missing values
-    may be None or NaN (pandas). Like :func:`apply_record` this updates ``snapshot`` in
-    place and returns None when nothing is left of the group.
-    """
-    for topic, partition, offset, commit_ts, topic_id, record_time_ms in commits:
-        if _missing(offset):
-            if snapshot is not None:
-                snapshot.offsets.pop((topic, int(partition)), None)
-                snapshot.last_seen_ms = max(snapshot.last_seen_ms, int(record_time_ms))
-            continue
-        if snapshot is None:
-            snapshot = GroupSnapshot(group=group)
-        snapshot.last_seen_ms = max(snapshot.last_seen_ms, int(record_time_ms))
-        snapshot.offsets[(topic, int(partition))] = CommittedOffset(
-            int(offset), None if _missing(commit_ts) else int(commit_ts)
-        )
-        if not _missing(topic_id):
-            _learn_topic(snapshot, topic_id, topic)
-    if snapshot is None:
-        return None
-    snapshot.offset_commits_total += int(commit_count)
-    return snapshot if snapshot.is_alive else None
+    return snapshot, events
 
 
 def drop_expired(snapshot: GroupSnapshot, now_ms: int, ttl_ms: int) -> bool:
@@ -433,11 +374,20 @@ def drop_expired(snapshot: GroupSnapshot, now_ms: int, ttl_ms: int) -> bool:
     return now_ms - snapshot.last_seen_ms > ttl_ms and not _member_keys(snapshot)
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+def learn_topic_names(snapshot: GroupSnapshot, names: Mapping[str, str]) -> None:
+    """Teach a KIP-848 group topic id → name pairs learnt elsewhere (e.g. offset commits).
+
+    Only ids the group currently references are kept, so the map stays bounded.
+    """
+    if snapshot.consumer is None:
+        return
+    referenced = _referenced_topic_ids(snapshot)
+    for topic_id, name in names.items():
+        if topic_id in referenced:
+            _learn_topic(snapshot, topic_id, name)
 
 
-def _learn_topic(snapshot: GroupSnapshot, topic_id: str, name: str | None) -> None:
+def _learn_topic(snapshot: GroupSnapshot, topic_id: str | None, name: str | None) -> None:
     if topic_id and topic_id != ZERO_TOPIC_ID and name:
         snapshot.topic_names[topic_id] = name
 
@@ -453,6 +403,42 @@ def _set_boundary(snapshot: GroupSnapshot, owners: dict[TopicPartition, str], me
     snapshot.epoch_owners = owners
     snapshot.epoch_members = members
     snapshot.last_owner.update(owners)
+    _prune(snapshot)
+
+
+def _prune(snapshot: GroupSnapshot) -> None:
+    """Keep ``last_owner`` to referenced topics and ``topic_names`` to referenced ids."""
+    topics = {topic for topic, _ in snapshot.epoch_owners} | _subscribed_topics(snapshot)
+    snapshot.last_owner = {tp: owner for tp, owner in snapshot.last_owner.items() if tp[0] in topics}
+    if snapshot.topic_names:
+        referenced = _referenced_topic_ids(snapshot)
+        snapshot.topic_names = {t: n for t, n in snapshot.topic_names.items() if t in referenced}
+
+
+def _subscribed_topics(snapshot: GroupSnapshot) -> set[str]:
+    """Topics (classic: names; KIP-848: ids, through the name map) the members subscribe to."""
+    if snapshot.classic is not None:
+        return {t for m in snapshot.classic.members for t in m.subscribed_topics}
+    if snapshot.consumer is None:
+        return set()
+    names = {
+        t for m in snapshot.consumer.members.values() if m.metadata for t in m.metadata.subscribed_topic_names
+    }
+    return {topic_id for topic_id, name in snapshot.topic_names.items() if name in names}
+
+
+def _referenced_topic_ids(snapshot: GroupSnapshot) -> set[str]:
+    """KIP-848 topic ids in any member's records, the last boundary or the ownership history."""
+    state = snapshot.consumer
+    if state is None:
+        return set()
+    ids = {topic for topic, _ in snapshot.last_owner} | {topic for topic, _ in snapshot.epoch_owners}
+    for m in state.members.values():
+        ids.update(m.target or ())
+        if m.current is not None:
+            ids.update(m.current.assigned)
+            ids.update(m.current.pending_revocation)
+    return ids
 
 
 def _assignment(entries: Iterable[Mapping[str, Any]] | None, topic_field: str) -> Assignment:
@@ -728,14 +714,6 @@ class MemberSummary:
 
 
 @dataclass(frozen=True)
-class OffsetSummary:
-    topic: str
-    partition: int
-    offset: int
-    commit_timestamp_ms: int | None
-
-
-@dataclass(frozen=True)
 class GroupSummary:
     """What the exporter shows for one group; counters are absolute (survive restarts).
 
@@ -757,12 +735,10 @@ class GroupSummary:
     imbalance_ratio: float | None
     rebalances_total: int
     partitions_moved_total: int
-    offset_commits_total: int
     last_rebalance_ms: int | None
     last_seen_ms: int
     as_of_ms: int
     members: tuple[MemberSummary, ...]
-    offsets: tuple[OffsetSummary, ...]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -774,7 +750,6 @@ class GroupSummary:
     def from_dict(cls, d: Mapping[str, Any]) -> GroupSummary:
         values = dict(d)
         values["members"] = tuple(MemberSummary(**m) for m in d["members"])
-        values["offsets"] = tuple(OffsetSummary(**o) for o in d["offsets"])
         return cls(**values)
 
     @classmethod
@@ -873,13 +848,8 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
         imbalance_ratio=imbalance_ratio([m.assigned_partitions for m in members]),
         rebalances_total=snapshot.rebalances_total,
         partitions_moved_total=snapshot.partitions_moved_total,
-        offset_commits_total=snapshot.offset_commits_total,
         last_rebalance_ms=snapshot.last_rebalance_ms,
         last_seen_ms=snapshot.last_seen_ms,
         as_of_ms=int(now_ms),
         members=tuple(members),
-        offsets=tuple(
-            OffsetSummary(topic, partition, entry.offset, entry.commit_timestamp_ms)
-            for (topic, partition), entry in sorted(snapshot.offsets.items())
-        ),
     )

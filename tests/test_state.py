@@ -15,13 +15,12 @@ from streaming.state import (
     CLASSIC,
     CONSUMER,
     GroupSnapshot,
-    OffsetCommit,
     RebalanceEvent,
-    apply_offset_commits,
     apply_record,
     drop_expired,
     group_state,
     imbalance_ratio,
+    learn_topic_names,
     summarize,
 )
 
@@ -208,9 +207,11 @@ def test_last_member_leaving_empties_the_group():
     assert e.imbalance_after is None and e.protocol is None
     s = summarize(snap, T0)
     assert (s.state, s.member_count, s.imbalance_ratio, s.assigned_partitions) == ("Empty", 0, None, 0)
-    # Members coming back take partitions whose last owners are remembered.
+    # Nothing is referenced while the group is empty, so ownership history is gone:
+    # members coming back are assigned their partitions, nothing moves.
+    assert snap.last_owner == {}
     snap, [e] = fold(snap, classic(3, [member("C1", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")]))
-    assert e.partitions_moved == 4 and e.partitions_assigned == 6
+    assert e.partitions_moved == 0 and e.partitions_assigned == 6
 
 
 def test_members_without_partitions_count_in_the_mean():
@@ -232,18 +233,14 @@ def test_non_consumer_protocols_keep_members_without_partitions():
     assert (s.assigned_partitions, s.imbalance_ratio) == (0, 1.0)
 
 
-def test_classic_tombstone_deletes_the_group():
-    snap, _ = fold(None, classic(1, RANGE_2))
-    assert fold(snap, classic_tombstone()) == (None, [])
-
-
-def test_classic_tombstone_keeps_offsets_and_the_next_group_is_a_baseline():
+def test_classic_tombstone_clears_metadata_and_the_next_group_is_a_baseline():
     snap, _ = fold(None, classic(4, RANGE_2))
-    snap = apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 42, T0, None, T0)], 1)
-    snap, _ = fold(snap, classic_tombstone())
-    assert snap is not None and snap.classic is None and not snap.baseline_taken
+    assert snap.has_metadata
+    snap, events = fold(snap, classic_tombstone())
+    assert events == [] and snap is not None  # the caller drops it once its offsets are gone too
+    assert not snap.has_metadata and not snap.baseline_taken
     s = summarize(snap, T0)
-    assert (s.state, s.generation, s.member_count, s.offset_commits_total) == ("Empty", None, 0, 1)
+    assert (s.state, s.generation, s.member_count) == ("Empty", None, 0)
     snap, events = fold(snap, classic(1, RANGE_2))
     assert events == [] and snap.rebalances_total == 0
 
@@ -267,9 +264,10 @@ def k4() -> Record:
     return Record(4, Struct(groupId=G), 0, Struct(topics=topics))
 
 
-def k5(member_id: str, instance: str | None = None, assignor: str | None = "uniform") -> Record:
+def k5(member_id: str, instance: str | None = None, assignor: str | None = "uniform",
+       topics: tuple[str, ...] = ("orders", "payments")) -> Record:
     value = Struct(instanceId=instance, rackId=None, clientId=f"client-{member_id}", clientHost="/10.0.0.2",
-                   subscribedTopicNames=("orders", "payments"), subscribedTopicRegex=None,
+                   subscribedTopicNames=topics, subscribedTopicRegex=None,
                    rebalanceTimeoutMs=300000, serverAssignor=assignor, classicMemberMetadata=None)
     return Record(5, Struct(groupId=G, memberId=member_id), 0, value)
 
@@ -371,8 +369,9 @@ def test_kip848_group_deletion():
                 tomb(4)]
     snap, events = fold(snap, *deletion)
     assert events == [] and snap is not None
-    assert summarize(snap, T0).state == "Empty"
-    assert fold(snap, tomb(3)) == (None, [])
+    assert summarize(snap, T0).state == "Empty" and snap.has_metadata
+    snap, events = fold(snap, tomb(3))
+    assert events == [] and not snap.has_metadata
 
 
 def test_kip848_static_member_replacement_is_not_a_rebalance():
@@ -405,22 +404,21 @@ def test_kip848_records_out_of_order_after_compaction():
     assert e.members_joined == ()
 
 
-def test_topic_names_learnt_from_offset_commits():
+def test_topic_names_learnt_elsewhere_only_for_referenced_topics():
     snap, _ = fold(None, k5("A"), k3(1), k7("A", {TA: [0, 1]}), k6(1))
-    snap = apply_offset_commits(snap, G, [OffsetCommit("orders", 0, 10, T0, TA, T0)], 1)
+    learn_topic_names(snap, {TA: "orders", "unrelated-id": "other"})
+    assert snap.topic_names == {TA: "orders"}
     snap, [e] = fold(snap, k5("B"), k3(2), k7("A", {TA: [0]}), k7("B", {TA: [1]}), k6(2))
     assert e.moved_partitions == ("orders:1",)
 
 
-def test_conversion_from_classic_keeps_offsets_and_counters():
+def test_conversion_from_classic_keeps_counters():
     snap, _ = fold(None, classic(1, RANGE_2))
     snap, _ = fold(snap, classic(2, [member("C0", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")]))
-    snap = apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 5, T0, None, T0)], 3)
     snap, events = fold(snap, classic_tombstone(), k5("C0"), k3(2), k7("C0", ALL_A), k6(2),
                         k8("C0", 2, ALL_A))
     assert events == [] and snap.group_type == CONSUMER
-    assert (snap.rebalances_total, snap.offset_commits_total) == (1, 3)
-    assert summarize(snap, T0).offsets[0].offset == 5
+    assert snap.rebalances_total == 1
     snap, [e] = fold(snap, k5("C1"), k3(3), k7("C0", {TA: [0, 1, 2, 3]}), k7("C1", {TB: [0, 1]}), k6(3))
     assert e.partitions_moved == 2 and snap.rebalances_total == 2
 
@@ -451,38 +449,11 @@ def test_untracked_record_types():
 # ------------------------------------------------------------------ offsets, TTL, serialisation
 
 
-def test_offset_commits():
-    snap = apply_offset_commits(None, G, [OffsetCommit("t0", 1, 100, T0 - 5, None, T0),
-                                          ("t0", 0, 90, T0 - 4, None, T0 + 1)], 7)
-    assert snap.group == G and snap.offset_commits_total == 7 and snap.last_seen_ms == T0 + 1
-    s = summarize(snap, T0)
-    assert (s.group_type, s.state, s.generation, s.member_count) == (CLASSIC, "Empty", None, 0)
-    assert [(o.topic, o.partition, o.offset, o.commit_timestamp_ms) for o in s.offsets] == [
-        ("t0", 0, 90, T0 - 4), ("t0", 1, 100, T0 - 5)]
-    # pandas hands over NaN for missing values
-    snap = apply_offset_commits(snap, G, [("t0", 1, float("nan"), float("nan"), float("nan"), T0 + 2)], 0)
-    assert list(snap.offsets) == [("t0", 0)] and snap.offset_commits_total == 7
-    assert apply_offset_commits(snap, G, [OffsetCommit("t0", 0, None, None, None, T0 + 3)], 0) is None
-    assert apply_offset_commits(None, G, [OffsetCommit("t0", 0, None, None, None, T0)], 0) is None
-
-
-def test_offset_tombstones_and_group_tombstone_delete_in_either_order():
-    def group_with_offsets():
-        snap, _ = fold(None, classic(1, RANGE_2))
-        return apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 1, T0, None, T0)], 1)
-
-    gone = [OffsetCommit("t0", 0, None, None, None, T0)]
-    snap, _ = fold(group_with_offsets(), classic_tombstone())
-    assert apply_offset_commits(snap, G, gone, 0) is None
-    snap = apply_offset_commits(group_with_offsets(), G, gone, 0)
-    assert fold(snap, classic_tombstone()) == (None, [])
-
-
 def test_drop_expired():
     day = 86_400_000
-    offsets_only = apply_offset_commits(None, G, [OffsetCommit("t0", 0, 1, T0, None, T0)], 1)
-    assert drop_expired(offsets_only, T0 + 2 * day, day)
-    assert not drop_expired(offsets_only, T0 + day, day)
+    emptied, _ = fold(None, classic(1, RANGE_2), classic(2, []))
+    assert drop_expired(emptied, T0 + 2 * day, day)
+    assert not drop_expired(emptied, T0 + day, day)
     live, _ = fold(None, classic(1, RANGE_2))
     assert not drop_expired(live, T0 + 30 * day, day)
 
@@ -490,9 +461,7 @@ def test_drop_expired():
 def test_snapshot_json_round_trip():
     snap, _ = fold(None, classic(1, RANGE_2, ts=T0))
     snap, _ = fold(snap, classic(2, [member("C0", "t0p0"), member("C1", "")]))
-    snap = apply_offset_commits(snap, G, [OffsetCommit("t0", 0, 11, T0, "id-t0", T0)], 2)
     kip = two_member_group()
-    kip = apply_offset_commits(kip, G, [OffsetCommit("orders", 3, 9, None, None, T0)], 1)
     for original in (snap, kip):
         text = original.to_json()
         restored = GroupSnapshot.from_json(text)
@@ -558,7 +527,6 @@ def test_any_record_sequence_is_folded_consistently(records):
         emitted += len(events)
         moved += sum(e.partitions_moved for e in events)
         if snap is None:
-            emitted = moved = 0
             continue
         assert snap.rebalances_total == emitted and snap.partitions_moved_total == moved
         assert GroupSnapshot.from_json(snap.to_json()) == snap
@@ -566,3 +534,17 @@ def test_any_record_sequence_is_folded_consistently(records):
         assert s.imbalance_ratio is None or (math.isfinite(s.imbalance_ratio) and s.imbalance_ratio >= 1.0)
         for e in events:
             assert e.partitions_moved <= e.partitions_assigned
+
+
+def test_ownership_history_and_topic_names_stay_bounded():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    snap, _ = fold(snap, classic(2, [member("C0", "t0p0 t0p1"), member("C1", "t0p2")]))
+    assert {topic for topic, _ in snap.last_owner} == {"t0"}  # nobody subscribes to t1 any more
+    kip = two_member_group()
+    assert set(kip.topic_names) == {TA, TB}
+    kip, _ = fold(kip, k5("A", topics=("orders",)), k5("B", topics=("orders",)), k3(3),
+                  k7("A", {TA: [0, 1]}), k7("B", {TA: [2, 3]}), k6(3),
+                  k8("A", 3, {TA: [0, 1]}), k8("B", 3, {TA: [2, 3]}))
+    kip, _ = fold(kip, k3(4), k6(4))  # pruned at the next boundary: no record names payments now
+    assert kip.topic_names == {TA: "orders"}
+    assert {topic for topic, _ in kip.last_owner} == {TA}
