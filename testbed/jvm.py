@@ -11,10 +11,12 @@ import re
 import subprocess
 from pathlib import Path
 
+from streaming.jars import CHECKOUT_JARS, connector_jars
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 POM = PROJECT_ROOT / "deploy" / "jvm" / "pom.xml"
 MAVEN_SETTINGS = PROJECT_ROOT / "deploy" / "jvm" / "settings.xml"
-JARS_ROOT = PROJECT_ROOT / "build" / "jars"
+JARS_ROOT = CHECKOUT_JARS
 
 
 def pom_property(name: str) -> str:
@@ -55,8 +57,8 @@ def kafka_jars(version: str | None = None) -> Path:
     return _resolve("broker", JARS_ROOT / f"kafka-{version}", [f"-Dkafka.version={version}"])
 
 
-def spark_connector_jars() -> list[Path]:
-    """Spark's Kafka connector and the transitive jars that pyspark does not already ship."""
+def spark_connector_dir() -> Path:
+    """Resolve Spark's Kafka connector closure through Maven into build/jars (``make setup``)."""
     import pyspark
 
     version = spark_version()
@@ -64,14 +66,12 @@ def spark_connector_jars() -> list[Path]:
         raise RuntimeError(
             f"pyspark {pyspark.__version__} is installed but deploy/jvm/pom.xml pins Spark {version}"
         )
-    folder = _resolve("spark", JARS_ROOT / f"spark-{version}", [])
-    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return sorted(p for p in folder.glob("*.jar") if _artifact(p.name) not in shipped)
+    return _resolve("spark", JARS_ROOT / f"spark-{version}", [])
 
 
-def _artifact(jar_name: str) -> str:
-    """Artifact id of a jar file name: ``kafka-clients-3.9.0.jar`` -> ``kafka-clients``."""
-    return re.sub(r"-\d[\w.\-]*\.jar$", "", jar_name)
+def spark_connector_jars() -> list[Path]:
+    """The jars the job loads (``streaming.jars`` filters pyspark's own), fetched if missing."""
+    return connector_jars(spark_connector_dir())
 
 
 def oracle_kafka_versions() -> list[str]:
