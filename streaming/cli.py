@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from streaming.options import parse_args
+from streaming.options import default, parse_args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,33 +26,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_command(argv: list[str]) -> None:
-    """``run --demo`` starts a local broker and demo groups first (what ``make run`` does)."""
+    """Run the job on a cluster; the local demo lives in the test bed (``make run``)."""
     from streaming.job import run
 
-    if "--demo" not in argv:
-        run(parse_args(argv))
-        return
-    from testbed.broker import DEFAULT_STATE_DIR, LocalKafka, port_open
-    from testbed.demo import Demo
-
-    argv = [a for a in argv if a != "--demo"]
-    port = 9092
-    broker = None
-    if not port_open(port):
-        broker = LocalKafka(DEFAULT_STATE_DIR, port=port)
-        print(f"Starting a local Kafka {broker.version} broker at {broker.bootstrap} ...", flush=True)
-        print(f"Broker ready in {broker.start():.1f}s (logs in {broker.log_dir})", flush=True)
-    else:
-        print(f"Using the broker already listening on 127.0.0.1:{port}", flush=True)
-    demo = Demo(f"127.0.0.1:{port}").start()
-    print(f"Demo groups running: {', '.join(demo.members)}", flush=True)
-    try:
-        run(parse_args(["--bootstrap-server", f"127.0.0.1:{port}", "--cluster", "demo",
-                        "--trigger-seconds", "2", *argv]))
-    finally:
-        demo.stop()
-        if broker is not None:
-            broker.stop()
+    run(parse_args(argv))
 
 
 def history_command(argv: list[str]) -> None:
@@ -63,7 +40,7 @@ def history_command(argv: list[str]) -> None:
     parser.add_argument("--group", required=True)
     parser.add_argument("--event-log", type=Path, default=None,
                         help="Parquet event log (default: CHECKPOINT_DIR/events)")
-    parser.add_argument("--checkpoint-dir", type=Path, default=Path(".local/checkpoint"))
+    parser.add_argument("--checkpoint-dir", type=Path, default=default("checkpoint_dir"))
     args = parser.parse_args(argv)
     print_history(args.event_log or args.checkpoint_dir / "events", args.group, sys.stdout)
 

@@ -1,82 +1,171 @@
-"""Command-line options of the monitor job, shared by spark-submit and ``rebalance-monitor run``."""
+"""Command-line options of the monitor job, shared by spark-submit and ``rebalance-monitor run``.
+
+Each option is declared once, as a ``JobOptions`` field whose metadata carries its flag and
+help; the parser is built from the fields, and ``JobOptions.__post_init__`` is the only place
+values are checked, so options built in code are held to the same rules as the command line.
+"""
 
 from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
-# The job's own Kafka source consumer joins a group under this prefix (see DEVELOPERS.md:
-# Spark needs the deprecated offset fetcher to read an internal topic, and that one joins a
-# group). Excluded from the metrics by default.
+# The job's own Kafka source consumer joins a group under this prefix (Spark needs the
+# deprecated offset fetcher to read an internal topic, and that one joins a group).
+# Excluded from the metrics by default.
 JOB_GROUP_PREFIX = "rebalance-monitor-"
 DEFAULT_EXCLUDE = f"^{re.escape(JOB_GROUP_PREFIX)}"
+# kafka_exporter owns 9308 and Prometheus' exporter registry has handed out 9100-9999; this
+# port is outside both, so the monitor and kafka_exporter can share a host.
+DEFAULT_METRICS_PORT = 10308
+STARTING_OFFSETS = ("earliest", "latest")
+LAG_GRANULARITIES = ("partition", "topic")
+# Python-only regex syntax: Spark's rlike compiles with java.util.regex, which rejects or
+# reads these differently. Caught before any JVM starts; validate_group_patterns checks the rest.
+PYTHON_ONLY_REGEX = {
+    "(?P<": "Java names groups (?<name>...)",
+    "(?P=": "Java back-references a named group as \\k<name>",
+    "(?#": "Java has no inline comments",
+    "\\Z": "Java's \\Z also matches before a final line break; use \\z",
+}
+
+
+class OptionError(ValueError):
+    """An option value the job cannot run with; the message names the flag."""
+
+
+def _arg(help: str, *, flag: str | None = None, **argparse_kwargs: Any) -> dict[str, Any]:
+    """A field's command-line face: its help, its flag if not derived from the name, argparse extras."""
+    return {"help": help, "flag": flag, **argparse_kwargs}
 
 
 @dataclass
 class JobOptions:
-    bootstrap_servers: str
-    cluster: str = "default"
-    topic: str = "__consumer_offsets"
-    checkpoint_dir: Path = Path(".local/checkpoint")
-    event_log: Path | None = None
-    metrics_host: str = "0.0.0.0"
-    metrics_port: int = 9308
-    trigger_seconds: float = 5.0
-    starting_offsets: str = "earliest"
-    include_groups: str = ".*"
-    exclude_groups: str = DEFAULT_EXCLUDE
-    lag_poll_seconds: float = 10.0
-    group_ttl_seconds: float = 7 * 24 * 3600
-    max_offsets_per_trigger: int | None = None
-    state_partitions: int = 8
-    master: str | None = None
+    bootstrap_servers: str = field(metadata=_arg("Kafka bootstrap servers, HOST:PORT[,HOST:PORT...]",
+                                                 flag="--bootstrap-server"))
+    cluster: str = field(default="default", metadata=_arg("value of the `cluster` label on every series"))
+    topic: str = field(default="__consumer_offsets", metadata=_arg(
+        "topic to read; any topic carrying records in the __consumer_offsets format (replays, synthetic load)"))
+    checkpoint_dir: Path = field(default=Path(".local/checkpoint"), metadata=_arg(
+        "Spark checkpoint (offsets + per-group state); restart resumes from it", type=Path))
+    event_log: Path | None = field(default=None, metadata=_arg(
+        "Parquet rebalance event log (default: CHECKPOINT_DIR/events)", type=Path))
+    metrics_host: str = field(default="0.0.0.0", metadata=_arg("address of the /metrics endpoint"))
+    metrics_port: int = field(default=DEFAULT_METRICS_PORT, metadata=_arg(
+        "port of the /metrics endpoint (0: any free port; 9308 is kafka_exporter's)", type=int))
+    trigger_seconds: float = field(default=5.0, metadata=_arg("micro-batch interval", type=float))
+    starting_offsets: str = field(default="earliest", metadata=_arg(
+        "where a NEW checkpoint starts; earliest rebuilds every group's latest state from the compacted topic",
+        choices=STARTING_OFFSETS))
+    include_groups: str = field(default=".*", metadata=_arg("Java regex (Spark rlike): only groups matching it"))
+    exclude_groups: str = field(default=DEFAULT_EXCLUDE, metadata=_arg(
+        "Java regex (Spark rlike): groups to leave out; the default leaves out the job's own consumer group"))
+    lag_poll_seconds: float = field(default=10.0, metadata=_arg("log-end offset poll interval", type=float))
+    lag_granularity: str = field(default="partition", metadata=_arg(
+        "lag series per partition, or summed per topic (far fewer series on wide topics)",
+        choices=LAG_GRANULARITIES))
+    group_ttl_seconds: float = field(default=7 * 24 * 3600.0, metadata=_arg(
+        "drop a group's state after this long without any record", type=float))
+    expiry_sweep_seconds: float = field(default=300.0, metadata=_arg(
+        "how often groups past their TTL are looked for", type=float))
+    max_series: int = field(default=2_000_000, metadata=_arg(
+        "most series /metrics serves; beyond it new series are dropped and counted", type=int))
+    dead_letter_max: int = field(default=1000, metadata=_arg(
+        "undecodable records kept as a sample for inspection", type=int))
+    max_offsets_per_trigger: int | None = field(default=None, metadata=_arg(
+        "cap records per micro-batch (catching up on a large topic)", type=int))
+    state_partitions: int = field(default=8, metadata=_arg(
+        "Spark shuffle partitions of the state store; fixed once a checkpoint exists", type=int))
+    master: str | None = field(default=None, metadata=_arg(
+        "Spark master when started outside spark-submit (default local[*])"))
+    jars_dir: Path | None = field(default=None, metadata=_arg(
+        "directory with Spark's Kafka connector jars (default: $REBALANCE_MONITOR_JARS, else build/jars of a "
+        "source checkout)", type=Path))
     kafka_options: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = [*self._range_problems(), *self._pattern_problems()]
+        if problems:
+            raise OptionError("; ".join(problems))
+
+    def _range_problems(self) -> list[str]:
+        positive = ("trigger_seconds", "lag_poll_seconds", "group_ttl_seconds", "expiry_sweep_seconds",
+                    "max_series", "state_partitions")
+        problems = [f"{flag(n)} must be positive" for n in positive if not getattr(self, n) > 0]
+        if self.dead_letter_max < 0:
+            problems.append(f"{flag('dead_letter_max')} must not be negative")
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
+            problems.append(f"{flag('max_offsets_per_trigger')} must be positive")
+        if not 0 <= self.metrics_port <= 65535:
+            problems.append(f"{flag('metrics_port')} must be 0-65535")
+        if self.starting_offsets not in STARTING_OFFSETS:
+            problems.append(f"{flag('starting_offsets')} must be one of {', '.join(STARTING_OFFSETS)}")
+        if self.lag_granularity not in LAG_GRANULARITIES:
+            problems.append(f"{flag('lag_granularity')} must be one of {', '.join(LAG_GRANULARITIES)}")
+        return problems
+
+    def _pattern_problems(self) -> list[str]:
+        return [f"{flag(name)} {pattern!r}: {why}" for name in ("include_groups", "exclude_groups")
+                for pattern in [getattr(self, name)]
+                for construct, why in PYTHON_ONLY_REGEX.items() if construct in pattern]
 
     @property
     def event_log_path(self) -> Path:
         return self.event_log or self.checkpoint_dir / "events"
 
 
+def default(name: str) -> Any:
+    """The default of a ``JobOptions`` field, for other commands sharing an option."""
+    return JobOptions.__dataclass_fields__[name].default
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a ``JobOptions`` field."""
+    meta = next(f.metadata for f in fields(JobOptions) if f.name == name)
+    return meta.get("flag") or "--" + name.replace("_", "-")
+
+
+def validate_group_patterns(options: JobOptions, spark: Any) -> None:
+    """Compile the group regexes with java.util.regex in Spark's JVM: the engine ``rlike`` runs.
+
+    Python's ``re`` would both reject valid Java patterns (``\\p{Alpha}``, ``\\Q...\\E``) and
+    accept ones Java refuses, so the JVM is the judge; call it once the session exists.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    pattern_class = spark.sparkContext._jvm.java.util.regex.Pattern
+    for name in ("include_groups", "exclude_groups"):
+        try:
+            pattern_class.compile(getattr(options, name))
+        except Py4JJavaError as exc:
+            message = str(exc.java_exception.getMessage()).splitlines()[0]
+            raise OptionError(f"{flag(name)} {getattr(options, name)!r} is not a valid Java regex: {message}") from exc
+
+
 def build_parser(prog: str = "rebalance-monitor run") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Reconstruct every consumer group's generations and assignments from "
-        "__consumer_offsets and serve rebalance, imbalance, movement and lag metrics to Prometheus.",
+        "__consumer_offsets and serve rebalance, imbalance, movement and lag metrics to Prometheus. "
+        "For a local demo (broker, churning groups, Prometheus) run `make run` or `python -m testbed.demo_run`.",
         epilog="Any Kafka client option passes through as --kafka.<name> VALUE (for example "
         "--kafka.security.protocol SASL_SSL --kafka.sasl.mechanism SCRAM-SHA-512 "
         "--kafka.sasl.jaas.config '...'): to Spark's Kafka source as is, and to the lag poller "
         "where kafka-python has the same setting.",
     )
-    parser.add_argument("--bootstrap-server", dest="bootstrap_servers", required=True,
-                        help="Kafka bootstrap servers, HOST:PORT[,HOST:PORT...]")
-    parser.add_argument("--cluster", default="default", help="value of the `cluster` label on every series")
-    parser.add_argument("--topic", default="__consumer_offsets",
-                        help="topic to read; any topic carrying records in the __consumer_offsets format "
-                        "(replays, synthetic load)")
-    parser.add_argument("--checkpoint-dir", type=Path, default=Path(".local/checkpoint"),
-                        help="Spark checkpoint (offsets + per-group state); restart resumes from it")
-    parser.add_argument("--event-log", type=Path, default=None,
-                        help="Parquet rebalance event log (default: CHECKPOINT_DIR/events)")
-    parser.add_argument("--metrics-host", default="0.0.0.0", help="address of the /metrics endpoint")
-    parser.add_argument("--metrics-port", type=int, default=9308, help="port of the /metrics endpoint (0: any)")
-    parser.add_argument("--trigger-seconds", type=float, default=5.0, help="micro-batch interval")
-    parser.add_argument("--starting-offsets", default="earliest", choices=["earliest", "latest"],
-                        help="where a NEW checkpoint starts; earliest rebuilds every group's latest state "
-                        "from the compacted topic")
-    parser.add_argument("--include-groups", default=".*", help="regex: only groups matching it")
-    parser.add_argument("--exclude-groups", default=DEFAULT_EXCLUDE,
-                        help="regex: groups to leave out (default: the job's own consumer group)")
-    parser.add_argument("--lag-poll-seconds", type=float, default=10.0, help="log-end offset poll interval")
-    parser.add_argument("--group-ttl-seconds", type=float, default=7 * 24 * 3600,
-                        help="drop a group's state after this long without any record")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
-                        help="cap records per micro-batch (catching up on a large topic)")
-    parser.add_argument("--state-partitions", type=int, default=8,
-                        help="Spark shuffle partitions of the state store; fixed once a checkpoint exists")
-    parser.add_argument("--master", default=None,
-                        help="Spark master when started outside spark-submit (default local[*])")
+    for f in fields(JobOptions):
+        if "help" not in f.metadata:
+            continue
+        kwargs = {k: v for k, v in f.metadata.items() if k != "flag"}
+        if f.default is MISSING:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = f.default
+            kwargs["help"] += f" (default: {f.default})" if f.default is not None else ""
+        parser.add_argument(flag(f.name), dest=f.name, **kwargs)
     return parser
 
 
@@ -84,14 +173,10 @@ def parse_args(argv: list[str], prog: str = "rebalance-monitor run") -> JobOptio
     parser = build_parser(prog)
     known, rest = parser.parse_known_args(argv)
     kafka_options = _kafka_options(parser, rest)
-    for pattern in (known.include_groups, known.exclude_groups):
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            parser.error(f"invalid group regex {pattern!r}: {exc}")
-    if known.trigger_seconds <= 0 or known.lag_poll_seconds <= 0:
-        parser.error("--trigger-seconds and --lag-poll-seconds must be positive")
-    return JobOptions(kafka_options=kafka_options, **vars(known))
+    try:
+        return JobOptions(kafka_options=kafka_options, **vars(known))
+    except OptionError as exc:
+        parser.error(str(exc))
 
 
 def _kafka_options(parser: argparse.ArgumentParser, rest: list[str]) -> dict[str, str]:
