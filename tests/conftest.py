@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,28 @@ def admin(kafka_broker: LocalKafka) -> Iterator[Admin]:
     client = Admin(kafka_broker.bootstrap)
     yield client
     client.close()
+
+
+def installed(tool: str) -> str:
+    """The path of ``tool``; missing, the test skips, or fails under CI (CI=true), where
+    `make setup` must have installed it."""
+    path = shutil.which(tool)
+    if path is None:
+        message = f"{tool} not on PATH: `make setup` installs it as root (Debian package prometheus)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    return installed("promtool")
+
+
+@pytest.fixture(scope="session")
+def prometheus_bin() -> str:
+    return installed("prometheus")
 
 
 @pytest.fixture

@@ -1,15 +1,16 @@
 """The operations files: Grafana dashboard, Prometheus rules and config, Kubernetes manifests.
 
 Standard library only (PyYAML is not a dependency). The PromQL itself is checked by
-``promtool`` (Debian package ``prometheus``) when it is on PATH: rules and config syntax,
-the rules' unit tests (deploy/prometheus/rules_test.yml), and every dashboard query.
+``promtool`` (Debian package ``prometheus``, installed by `make setup`): rules and config
+syntax, the rules' unit tests (deploy/prometheus/rules_test.yml), and every dashboard query.
+Without promtool these skip, and fail under CI. tests/test_prometheus_e2e.py runs them all
+in a real Prometheus against the real job.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,51 +184,48 @@ def test_alerts_have_severity_and_annotations() -> None:
 def test_prometheus_config_scrapes_the_job() -> None:
     text = (PROMETHEUS / "prometheus.yml").read_text()
     assert re.search(r"^\s+- rules\.yml", text, re.M)
-    assert "localhost:9308" in text
+    assert "localhost:10308" in text
     assert re.search(r"^\s+scrape_interval: 15s$", text, re.M)
 
 
-PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not on PATH (Debian: apt-get install prometheus)")
-
-
-def promtool(*args: str, cwd: Path = ROOT, context: str = "") -> None:
-    assert PROMTOOL is not None
-    result = subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+def run_promtool(promtool: str, *args: str, cwd: Path = ROOT, context: str = "") -> None:
+    result = subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"promtool {' '.join(args)}:\n{result.stdout}\n{result.stderr}{context}"
 
 
-@needs_promtool
-def test_promtool_check_rules() -> None:
-    promtool("check", "rules", str(RULES))
+def test_promtool_check_rules(promtool: str) -> None:
+    run_promtool(promtool, "check", "rules", str(RULES))
 
 
-@needs_promtool
-def test_promtool_check_config() -> None:
-    promtool("check", "config", str(PROMETHEUS / "prometheus.yml"))
+def test_promtool_check_config(promtool: str) -> None:
+    run_promtool(promtool, "check", "config", str(PROMETHEUS / "prometheus.yml"))
 
 
-@needs_promtool
-def test_promtool_rule_unit_tests() -> None:
-    promtool("test", "rules", "rules_test.yml", cwd=PROMETHEUS)
+def test_promtool_rule_unit_tests(promtool: str) -> None:
+    run_promtool(promtool, "test", "rules", "rules_test.yml", cwd=PROMETHEUS)
 
 
-@needs_promtool
-def test_dashboard_queries_parse(dashboard: dict[str, Any], tmp_path: Path) -> None:
-    """Each dashboard query, Grafana variables filled in, as a recording rule for promtool."""
-    rules, names = [], []
-    for i, (where, expr) in enumerate(queries(dashboard)):
+def dashboard_expressions(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, PromQL) for every query, Grafana variables filled in, label_values() unwrapped."""
+    found = []
+    for where, expr in queries(dashboard):
         if expr.startswith("label_values("):
             expr = re.sub(r"^label_values\((.*), *\w+\)$", r"\1", expr)
         for variable, value in GRAFANA_VARIABLES.items():
             expr = expr.replace(variable, value)
         assert "$" not in expr, f"unhandled Grafana variable in {expr!r}"
-        rules.append({"record": f"dashboard:query:q{i}", "expr": expr})
-        names.append(f"\nq{i}: {where}")
+        found.append((where, expr))
+    return found
+
+
+def test_dashboard_queries_parse(promtool: str, dashboard: dict[str, Any], tmp_path: Path) -> None:
+    """Each dashboard query as a recording rule for promtool."""
+    expressions = dashboard_expressions(dashboard)
+    rules = [{"record": f"dashboard:query:q{i}", "expr": expr} for i, (_, expr) in enumerate(expressions)]
+    names = [f"\nq{i}: {where}" for i, (where, _) in enumerate(expressions)]
     path = tmp_path / "dashboard_rules.yml"
     path.write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))  # JSON is YAML
-    promtool("check", "rules", str(path), context="".join(names))
+    run_promtool(promtool, "check", "rules", str(path), context="".join(names))
 
 
 # ------------------------------------------------------------------------------ kubernetes
@@ -246,11 +244,11 @@ def test_k8s_one_job_per_checkpoint() -> None:
     pairs = dict(zip(args[::2], args[1::2], strict=True))
     assert pairs["--bootstrap-server"] == "$(KAFKA_BOOTSTRAP)"
     assert pairs["--checkpoint-dir"] == "/data/checkpoint"
-    assert pairs["--metrics-port"] == '"9308"'
+    assert pairs["--metrics-port"] == '"10308"'
     assert {"--kafka.security.protocol", "--kafka.sasl.mechanism", "--kafka.sasl.jaas.config"} <= pairs.keys()
     assert re.search(r"livenessProbe:\n\s+httpGet:\n\s+path: /metrics", deployment)
     assert re.search(r"requests:\n\s+cpu: \"2\"\n\s+memory: 4Gi", deployment)
-    assert 'prometheus.io/scrape: "true"' in service and 'prometheus.io/port: "9308"' in service
+    assert 'prometheus.io/scrape: "true"' in service and 'prometheus.io/port: "10308"' in service
     kustomization = (K8S / "kustomization.yaml").read_text()
     for name in re.findall(r"^  - (\S+)$", kustomization, re.M):
         assert (K8S / name).is_file(), name
