@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 # KAFKA_VERSION=3.9.2 make test runs the same suite against a 3.x broker.
 export KAFKA_VERSION
 
-.PHONY: setup jars test test-fast lint run bench fuzz kafka-up kafka-down clean
+.PHONY: setup jars prometheus wheel test test-fast lint run screenshot bench fuzz kafka-up kafka-down clean
 
-setup: $(STAMP) jars
+setup: $(STAMP) jars prometheus
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,25 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# Spark's Kafka connector (the job's --jars-dir) and the broker jars, through Maven into build/jars.
 jars: $(STAMP)
 	$(PY) -m testbed.jvm
+
+# Prometheus and promtool, which the ops tests and `make run` use: Debian's package when root.
+prometheus:
+	@if command -v promtool >/dev/null && command -v prometheus >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Installing Prometheus and promtool (Debian package prometheus)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+		echo "NOTE: prometheus/promtool not on PATH and not root: run 'sudo apt-get install prometheus'" \
+		     "(or put Prometheus' release binaries on PATH); until then the Prometheus tests skip" \
+		     "(they fail under CI=true) and 'make run' needs --no-prometheus."; \
+	fi
+
+# The installable package: decoders and streaming only (tests/test_packaging.py checks it).
+wheel: $(STAMP)
+	rm -rf build/dist && $(PY) -m pip wheel --quiet --no-deps --wheel-dir build/dist .
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -31,8 +48,9 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow"
 
 # BOOTSTRAP=host:port make run  monitors that cluster; without it, a local broker and demo groups.
+# Either way a local Prometheus with the shipped rules scrapes the job (testbed/demo_run.py).
 run: setup
-	$(VENV)/bin/rebalance-monitor run $(if $(BOOTSTRAP),--bootstrap-server $(BOOTSTRAP),--demo) $(RUN_ARGS)
+	$(PY) -m testbed.demo_run $(if $(BOOTSTRAP),--bootstrap-server $(BOOTSTRAP)) $(RUN_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks.decode_bench

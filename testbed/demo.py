@@ -21,20 +21,26 @@ GROUPS: dict[str, tuple[list[str], str, str, int, bool, int]] = {
     "demo-static": (["demo-orders"], "range", "classic", 2, True, 0),
     "demo-slow": (["demo-clicks"], "range", "classic", 2, False, 400),
     "demo-kip848": (["demo-orders", "demo-clicks"], "range", "consumer", 2, False, 0),
+    "demo-storm": (["demo-payments"], "range", "classic", 1, False, 0),
 }
+# A member of this group joins and leaves in a loop: the rebalance storm the alerts are for.
+STORM_GROUP = "demo-storm"
 
 
 class Demo:
     """Runs the demo groups until ``stop()``; a churn step every ``churn_seconds``."""
 
-    def __init__(self, bootstrap: str, churn_seconds: float = 20.0, rate: float = 20.0) -> None:
+    def __init__(self, bootstrap: str, churn_seconds: float = 20.0, rate: float = 20.0,
+                 storm_seconds: float = 12.0) -> None:
         self.bootstrap = bootstrap
         self.churn_seconds = churn_seconds
+        self.storm_seconds = storm_seconds
         self.rate = rate
         self.members: dict[str, list[Member]] = {}
         self._ids = itertools.count()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._churn, daemon=True, name="demo-churn")
+        self._threads = [threading.Thread(target=self._churn, daemon=True, name="demo-churn"),
+                         threading.Thread(target=self._storm, daemon=True, name="demo-storm")]
         self._producer: RateProducer | None = None
         self._random = random.Random(7)
 
@@ -49,7 +55,8 @@ class Demo:
         self._producer.start()
         for group, (_, _, _, count, _, _) in GROUPS.items():
             self.members[group] = [self._member(group) for _ in range(count)]
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def _member(self, group: str, instance_id: str | None = None) -> Member:
@@ -68,8 +75,21 @@ class Demo:
             except Exception:  # a demo step failing must not end the demo
                 log.exception("churn step failed")
 
+    def _storm(self) -> None:
+        """Every ``storm_seconds`` a second member joins the storm group or leaves it again."""
+        while not self._stop.wait(self.storm_seconds):
+            try:
+                members = self.members[STORM_GROUP]
+                if len(members) > 1:
+                    members.pop().leave()
+                else:
+                    members.append(self._member(STORM_GROUP))
+            except Exception:  # a demo step failing must not end the demo
+                log.exception("storm step failed")
+
     def _pick(self, static: bool | None = None) -> str:
-        groups = [g for g, spec in GROUPS.items() if static is None or spec[4] == static]
+        groups = [g for g, spec in GROUPS.items()
+                  if g != STORM_GROUP and (static is None or spec[4] == static)]
         return self._random.choice(groups)
 
     def _join(self) -> None:
@@ -111,7 +131,8 @@ class Demo:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        for thread in self._threads:
+            thread.join(10)
         if self._producer is not None:
             self._producer.stop()
         leave_all((m for members in self.members.values() for m in members), timeout=10)
