@@ -14,20 +14,52 @@ Ownership model
     (no movement, not a rebalance). Classic groups key partitions by topic name; KIP-848
     groups by topic id (what their records carry), rendered with a learnt id→name map.
 
-Rebalance boundaries
-    Classic: a type 2 value whose generation differs from the previous one. KIP-848: a
-    type 6 value (target assignment epoch) that differs from the previous one; one
-    coordinator write carries member records (5), the group epoch (3), the changed target
-    members (7) and then type 6, so at type 6 the new target is complete and is compared
-    with the target of the previous boundary. The first boundary seen for a group (or for
-    a group re-created after a tombstone or converted between protocols) is a baseline:
-    no event, no counter bump.
+Boundaries: what the records call a completed assignment
+    Classic: every type 2 value (Kafka writes one only when a generation completes: at
+    the leader's SyncGroup, or with no members when the group goes Empty, or when a
+    static member is replaced in place). KIP-848: a type 6 value (target assignment
+    epoch); one coordinator write carries member records (5), the group epoch (3), the
+    changed target members (7) and then type 6, so at type 6 the target is complete.
 
-Movement rule (see :func:`_transition`)
-    moved = partitions whose new owner differs from the last owner that ever held them
-    (a partition left unassigned in between, as in cooperative-sticky's two-step
-    rebalance, keeps its last owner); a partition never owned before is assigned, not
-    moved. revoked/assigned compare each owner's holdings at the two boundaries.
+Definition of a rebalance (identical on Kafka 3.9 and 4.x)
+    A boundary **with at least one member** whose generation (classic) or target
+    assignment epoch (KIP-848) differs from the previous boundary's, once a baseline
+    exists. Consequences, each asserted in ``tests/test_state.py``:
+
+    * Baseline: the first boundary with members of a group (or of a re-created group)
+      is not a rebalance. 4.x writes a generation-0 record with ``protocolType ""``
+      when a classic group is created; it has no members, so it is not a baseline and
+      the first real assignment still is one, as on 3.9.
+    * Empty transition: a group whose previous boundary had members reaches one without
+      members (classic: the Empty record with generation + 1; KIP-848: the last
+      member's tombstones and group-epoch bump, with or without a target-assignment
+      record, whichever comes first). Counted in ``empty_transitions_total``, not a
+      rebalance; nothing "moves to nobody".
+    * Members coming back after Empty make one rebalance (cause ``members_joined``);
+      ownership history ends at Empty, so their partitions are assigned, not moved.
+    * Same generation, different content (a static member replaced under a new member
+      id, KIP-848 targets rewritten within an epoch, a protocol conversion carrying the
+      generation over): not a rebalance; the boundary is updated in place.
+    * Re-creation: a generation or group epoch that goes down (the group was deleted
+      and re-created while its tombstone was compacted away), or new metadata after a
+      tombstone that was not a protocol conversion. Counted in ``recreations_total``;
+      the next boundary with members is a fresh baseline.
+    * ``generations_advanced_total`` is the raw sum of upward steps of the classic
+      generation / KIP-848 group epoch (Empty records and merged KIP-848 epoch bumps
+      included; not the step from 4.x's generation 0) for whoever wants Kafka's own
+      numbers.
+
+Classic groups stuck mid-rebalance
+    Kafka writes nothing for PreparingRebalance / CompletingRebalance, so a classic group
+    waiting for a slow member to rejoin (up to its max.poll.interval.ms) or for the
+    leader's SyncGroup still shows its last generation and ``Stable``; the rebalance is
+    seen only when it completes.
+
+Movement rule (see :func:`_rebalance`)
+    moved = partitions whose new owner differs from the last owner that held them (a
+    partition left unassigned in between, as in cooperative-sticky's two-step rebalance,
+    keeps its last owner); a partition never owned before is assigned, not moved.
+    revoked/assigned compare each owner's holdings at the two boundaries.
 """
 
 from __future__ import annotations
@@ -36,7 +68,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from decoders.records import CONSUMER_GROUP_TYPES, GROUP_METADATA_TYPE, OFFSET_COMMIT_TYPES, Record
 
@@ -50,7 +82,35 @@ ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 MEMBER_STATE_STABLE = 0
 
 # Bump when the JSON layout changes; from_json refuses layouts it does not know.
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
+
+# The cause labels of a rebalance (a bounded set: they become metric label values).
+# Each is defined where it is computed, in :func:`_causes`.
+CAUSES = (
+    "members_joined",
+    "members_left",
+    "static_member_replaced",
+    "subscription_changed",
+    "partitions_added",
+    "assignor_changed",
+    "leader_changed",
+    "protocol_converted",
+    "unknown",
+)
+
+# How a member left, inferred by :func:`classify_departure` (bounded label set).
+DEPARTURES = ("left_cleanly", "session_timeout", "poll_timeout", "unknown")
+
+# Kafka's default group.consumer.session.timeout.ms: KIP-848 records carry no session
+# timeout for members speaking the consumer protocol (the broker config decides it).
+DEFAULT_CONSUMER_SESSION_TIMEOUT_MS = 45_000
+
+# Member churn: joins and leaves kept for this long (the storm alert looks at 10 minutes;
+# an hour shows who kept coming and going), at most this many per group, and the
+# summary reports at most this many (client id, host) pairs per group.
+CHURN_WINDOW_MS = 3_600_000
+CHURN_LOG_CAP = 256
+MEMBER_CHURN_CAP = 10
 
 TopicPartition = tuple[str, int]
 Assignment = dict[str, list[int]]
@@ -91,7 +151,11 @@ class ClassicState:
 
 @dataclass
 class MemberMetadata:
-    """A KIP-848 member's subscription record (type 5)."""
+    """A KIP-848 member's subscription record (type 5).
+
+    ``classic_session_timeout_ms`` is set for members still speaking the classic
+    protocol (their session timeout travels in the record); None otherwise.
+    """
 
     instance_id: str | None = None
     rack_id: str | None = None
@@ -101,7 +165,7 @@ class MemberMetadata:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int | None = None
     server_assignor: str | None = None
-    classic_protocol: bool = False
+    classic_session_timeout_ms: int | None = None
 
 
 @dataclass
@@ -137,14 +201,38 @@ class ConsumerMember:
 
 @dataclass
 class ConsumerState:
-    """A KIP-848 group: group epoch (type 3), target epoch (type 6) and its members."""
+    """A KIP-848 group: group epoch (type 3), target epoch (type 6) and its members.
+
+    ``epoch_bumped_ms`` is when the group epoch first moved ahead of the target epoch
+    (the start of the pending assignment); ``departed_ms`` when each member that left
+    since the last boundary was removed (its subscription tombstone), by owner.
+    """
 
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     members: dict[str, ConsumerMember] = field(default_factory=dict)
+    epoch_bumped_ms: int | None = None
+    departed_ms: dict[str, int] = field(default_factory=dict)
 
     def member(self, member_id: str) -> ConsumerMember:
         return self.members.setdefault(member_id, ConsumerMember(member_id))
+
+
+@dataclass
+class BoundaryMember:
+    """What a boundary remembers of each member: enough to explain its departure later.
+
+    ``subscription`` is the sorted subscribed topic names (a KIP-848 regex as
+    ``"regex:<pattern>"``).
+    """
+
+    member_id: str
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    session_timeout_ms: int | None = None
+    rebalance_timeout_ms: int | None = None
+    subscription: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -152,11 +240,15 @@ class GroupSnapshot:
     """Everything kept per group between micro-batches.
 
     At most one of ``classic`` / ``consumer`` is set; neither is set once the group's
-    metadata was tombstoned (the core may still hold its committed offsets).
-    ``epoch_owners`` / ``epoch_members`` are the ownership and membership at the last
-    boundary (baseline or rebalance); ``last_owner`` remembers the last owner of every
+    metadata was tombstoned (the core may still hold its committed offsets;
+    ``deleted_type`` says which protocol was deleted until new metadata tells a
+    conversion from a re-creation). The ``epoch_*`` fields describe the last boundary
+    (see the module docstring): its generation / target epoch, group type, assignor,
+    leader, ownership and members. ``last_owner`` remembers the last owner of every
     partition of a topic still referenced (held at the last boundary or subscribed),
     including partitions unassigned since; ``topic_names`` keeps only ids still in use.
+    ``last_generation`` is the latest classic generation / KIP-848 group epoch seen.
+    ``churn`` holds recent ``(time_ms, client_id, client_host)`` joins and leaves.
     """
 
     group: str
@@ -165,22 +257,28 @@ class GroupSnapshot:
     topic_names: dict[str, str] = field(default_factory=dict)
     rebalances_total: int = 0
     partitions_moved_total: int = 0
+    empty_transitions_total: int = 0
+    recreations_total: int = 0
+    generations_advanced_total: int = 0
+    rebalance_causes: dict[str, int] = field(default_factory=dict)
+    departures: dict[str, int] = field(default_factory=dict)
     last_rebalance_ms: int | None = None
+    baseline_taken: bool = False
+    deleted_type: str | None = None
+    last_generation: int | None = None
+    epoch_generation: int | None = None
+    epoch_type: str | None = None
+    epoch_protocol: str | None = None
+    epoch_leader: str | None = None
     epoch_owners: dict[TopicPartition, str] = field(default_factory=dict)
-    epoch_members: list[str] = field(default_factory=list)
+    epoch_members: dict[str, BoundaryMember] = field(default_factory=dict)
     last_owner: dict[TopicPartition, str] = field(default_factory=dict)
+    churn: list[tuple[int, str, str]] = field(default_factory=list)
     last_seen_ms: int = 0
 
     @property
     def group_type(self) -> str:
         return CONSUMER if self.consumer is not None else CLASSIC
-
-    @property
-    def baseline_taken(self) -> bool:
-        """True once a boundary has been seen, so the next different one is a rebalance."""
-        if self.consumer is not None:
-            return self.consumer.assignment_epoch is not None
-        return self.classic is not None
 
     @property
     def has_metadata(self) -> bool:
@@ -189,51 +287,52 @@ class GroupSnapshot:
 
     def topic_label(self, topic: str) -> str:
         """A topic for display: KIP-848 assignments carry ids, shown by name when known."""
-        return self.topic_names.get(topic, topic) if self.consumer is not None else topic
+        return self.topic_names.get(topic, topic)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "v": SNAPSHOT_FORMAT,
-            "group": self.group,
-            "classic": asdict(self.classic) if self.classic is not None else None,
-            "consumer": asdict(self.consumer) if self.consumer is not None else None,
-            "topic_names": self.topic_names,
-            "rebalances_total": self.rebalances_total,
-            "partitions_moved_total": self.partitions_moved_total,
-            "last_rebalance_ms": self.last_rebalance_ms,
-            "epoch_owners": _owners_to_json(self.epoch_owners),
-            "epoch_members": self.epoch_members,
-            "last_owner": _owners_to_json(self.last_owner),
-            "last_seen_ms": self.last_seen_ms,
-        }
+        d = {name: getattr(self, name) for name in _PLAIN_FIELDS}
+        d.update(
+            v=SNAPSHOT_FORMAT,
+            classic=asdict(self.classic) if self.classic is not None else None,
+            consumer=asdict(self.consumer) if self.consumer is not None else None,
+            epoch_owners=_owners_to_json(self.epoch_owners),
+            epoch_members={owner: asdict(m) for owner, m in self.epoch_members.items()},
+            last_owner=_owners_to_json(self.last_owner),
+            churn=[list(entry) for entry in self.churn],
+        )
+        return d
 
     def to_json(self) -> str:
-        """Compact, deterministic JSON (one string column in Spark's state store)."""
+        """Compact, deterministic JSON (one string per group in the core's state)."""
         return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GroupSnapshot:
         if d.get("v") != SNAPSHOT_FORMAT:
             raise ValueError(f"unsupported snapshot format {d.get('v')!r}")
-        classic = d.get("classic")
-        consumer = d.get("consumer")
+        classic, consumer = d["classic"], d["consumer"]
         return cls(
-            group=d["group"],
+            **{name: d[name] for name in _PLAIN_FIELDS},
             classic=_classic_from_dict(classic) if classic is not None else None,
             consumer=_consumer_from_dict(consumer) if consumer is not None else None,
-            topic_names=dict(d.get("topic_names", {})),
-            rebalances_total=d.get("rebalances_total", 0),
-            partitions_moved_total=d.get("partitions_moved_total", 0),
-            last_rebalance_ms=d.get("last_rebalance_ms"),
-            epoch_owners=_owners_from_json(d.get("epoch_owners", {})),
-            epoch_members=list(d.get("epoch_members", [])),
-            last_owner=_owners_from_json(d.get("last_owner", {})),
-            last_seen_ms=d.get("last_seen_ms", 0),
+            epoch_owners=_owners_from_json(d["epoch_owners"]),
+            epoch_members={owner: BoundaryMember(**m) for owner, m in d["epoch_members"].items()},
+            last_owner=_owners_from_json(d["last_owner"]),
+            churn=[(int(t), c, h) for t, c, h in d["churn"]],
         )
 
     @classmethod
     def from_json(cls, text: str) -> GroupSnapshot:
         return cls.from_dict(json.loads(text))
+
+
+# Fields that JSON carries as they are.
+_PLAIN_FIELDS = (
+    "group", "topic_names", "rebalances_total", "partitions_moved_total", "empty_transitions_total",
+    "recreations_total", "generations_advanced_total", "rebalance_causes", "departures",
+    "last_rebalance_ms", "baseline_taken", "deleted_type", "last_generation", "epoch_generation",
+    "epoch_type", "epoch_protocol", "epoch_leader", "last_seen_ms",
+)
 
 
 def _owners_to_json(owners: Mapping[TopicPartition, str]) -> dict[str, dict[str, list[int]]]:
@@ -263,19 +362,33 @@ def _consumer_from_dict(d: Mapping[str, Any]) -> ConsumerState:
             target=m["target"],
             current=CurrentAssignment(**m["current"]) if m["current"] is not None else None,
         )
-    return ConsumerState(d["group_epoch"], d["assignment_epoch"], members)
+    return ConsumerState(
+        d["group_epoch"], d["assignment_epoch"], members, d["epoch_bumped_ms"], dict(d["departed_ms"])
+    )
 
 
 # --------------------------------------------------------------------------- events
 
+_EVENT_TUPLES = ("members_joined", "members_left", "moved_partitions", "causes", "departures",
+                 "joined_clients", "left_clients")
+
 
 @dataclass(frozen=True)
 class RebalanceEvent:
-    """One generation (classic) or target-assignment epoch (KIP-848) change.
+    """One rebalance, as defined in the module docstring.
 
     Members are named by owner (instance id for static members, else member id);
-    ``moved_partitions`` holds ``"topic:partition"`` strings (KIP-848 topics by name
-    when the id→name map knows them, else by id). List fields are tuples here and
+    ``joined_clients`` / ``left_clients`` name the same members as
+    ``"client_id@client_host"``, in the same order as ``members_joined`` /
+    ``members_left``; ``departures`` is :data:`DEPARTURES` class of each member left
+    (same order). ``moved_partitions`` holds ``"topic:partition"`` strings (KIP-848
+    topics by name when the id→name map knows them, else by id). ``causes`` is a
+    sorted subset of :data:`CAUSES`. ``duration_ms`` is the measurable part of the
+    rebalance or None: classic = the sync phase (record time − the state timestamp the
+    v2+ value carries: from the end of the join phase to the leader's assignment being
+    written); KIP-848 = from the group-epoch bump to the target assignment epoch
+    catching up (the assignor's work, including 4.3's assignment batching; members'
+    reconciliation afterwards is not included). List fields are tuples here and
     list<string> columns in Parquet (see :mod:`streaming.history`).
     """
 
@@ -296,18 +409,23 @@ class RebalanceEvent:
     partitions_assigned: int
     imbalance_before: float | None
     imbalance_after: float | None
+    causes: tuple[str, ...] = ()
+    departures: tuple[str, ...] = ()
+    joined_clients: tuple[str, ...] = ()
+    left_clients: tuple[str, ...] = ()
+    duration_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for name in ("members_joined", "members_left", "moved_partitions"):
+        for name in _EVENT_TUPLES:
             d[name] = list(d[name])
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RebalanceEvent:
-        values = {name: d[name] for name in cls.__dataclass_fields__}
-        for name in ("members_joined", "members_left", "moved_partitions"):
-            values[name] = tuple(values[name] or ())
+        values = {name: d[name] for name in cls.__dataclass_fields__ if name in d}
+        for name in _EVENT_TUPLES:
+            values[name] = tuple(values.get(name) or ())
         return cls(**values)
 
 
@@ -330,11 +448,63 @@ def _owner_imbalance(owners: Mapping[TopicPartition, str], members: Iterable[str
     return imbalance_ratio([counts.get(m, 0) for m in sorted(everyone)])
 
 
+def client_label(member: BoundaryMember) -> str:
+    """How a member is named for churn: client id and host (stable across restarts)."""
+    return f"{member.client_id}@{member.client_host}"
+
+
+# --------------------------------------------------------------------------- departures
+
+
+def classify_departure(
+    member: BoundaryMember, last_commit_ms: int | None, departed_ms: int
+) -> str:
+    """How a member left, inferred from its last offset commit (one of :data:`DEPARTURES`).
+
+    ``gap`` = ``departed_ms`` (when the coordinator removed it: KIP-848 = its
+    tombstones; classic = the end of the join phase that followed, the earliest time the
+    records give) − ``last_commit_ms`` (the latest commit on a partition it owned).
+    A member that stops polling commits nothing for max.poll.interval.ms before it is
+    removed (gap ≥ rebalance timeout → ``poll_timeout``); a crashed or partitioned one
+    is removed a session timeout after its last heartbeat, and it committed shortly
+    before (session timeout ≤ gap → ``session_timeout``); a member that closes commits
+    and leaves at once (gap < session timeout → ``left_cleanly``). ``unknown`` without
+    a commit time (it owned nothing, or commits are not known). This is an inference:
+    a manual-commit application committing rarely, or a classic join phase held open by
+    a slow member, can shift a member into a longer class.
+    """
+    if last_commit_ms is None:
+        return "unknown"
+    gap = departed_ms - last_commit_ms
+    if member.rebalance_timeout_ms is not None and gap >= member.rebalance_timeout_ms:
+        return "poll_timeout"
+    if member.session_timeout_ms is not None and gap >= member.session_timeout_ms:
+        return "session_timeout"
+    return "left_cleanly"
+
+
+def _last_commit(
+    snapshot: GroupSnapshot, owner: str, commits: Mapping[TopicPartition, int] | None
+) -> int | None:
+    """Latest commit time on a partition ``owner`` held at the last boundary (by topic name)."""
+    if commits is None:
+        return None
+    times = [
+        commits[key]
+        for (topic, p), held_by in snapshot.epoch_owners.items()
+        if held_by == owner and (key := (snapshot.topic_label(topic), p)) in commits
+    ]
+    return max(times, default=None)
+
+
 # --------------------------------------------------------------------------- record folding
 
 
 def apply_record(
-    snapshot: GroupSnapshot | None, record: Record, record_time_ms: int
+    snapshot: GroupSnapshot | None,
+    record: Record,
+    record_time_ms: int,
+    last_commit_ms: Mapping[TopicPartition, int] | None = None,
 ) -> tuple[GroupSnapshot | None, list[RebalanceEvent]]:
     """Fold one group record (type 2, or KIP-848 types 3–8 and 16) into ``snapshot``.
 
@@ -346,6 +516,10 @@ def apply_record(
     group (None in, None out). Share- and streams-group records (types 9–15, 17–23)
     are not modelled and leave the snapshot as it is. Offset commits (types 0/1) are
     the caller's and rejected here.
+
+    ``last_commit_ms`` maps (topic name, partition) to the group's latest commit time
+    on it, as of this record (commits before it in the log); it only feeds
+    :func:`classify_departure`. Without it every departure is ``unknown``.
     """
     record_type = record.record_type
     if record_type in OFFSET_COMMIT_TYPES:
@@ -359,9 +533,9 @@ def apply_record(
     record_time_ms = int(record_time_ms)
     snapshot.last_seen_ms = max(snapshot.last_seen_ms, record_time_ms)
     if record_type == GROUP_METADATA_TYPE:
-        events = _apply_classic(snapshot, record.value, record_time_ms)
+        events = _apply_classic(snapshot, record.value, record_time_ms, last_commit_ms)
     else:
-        events = _apply_consumer(snapshot, record, record_time_ms)
+        events = _apply_consumer(snapshot, record, record_time_ms, last_commit_ms)
     return snapshot, events
 
 
@@ -392,18 +566,224 @@ def _learn_topic(snapshot: GroupSnapshot, topic_id: str | None, name: str | None
         snapshot.topic_names[topic_id] = name
 
 
-def _reset_movement(snapshot: GroupSnapshot) -> None:
-    """Forget ownership history: the group was deleted or changed protocol."""
+def _metadata_arrives(snapshot: GroupSnapshot, group_type: str) -> None:
+    """Metadata after a tombstone: a protocol conversion, or a re-created group.
+
+    Kafka converts a group only while it has members, writing the old protocol's
+    tombstones and the new protocol's records together; a group is deleted only when
+    empty. So new metadata of the other type while the last boundary had members is a
+    conversion (boundary kept); anything else is a re-creation.
+    """
+    deleted, snapshot.deleted_type = snapshot.deleted_type, None
+    if deleted is None:
+        return
+    if deleted != group_type and snapshot.epoch_members:
+        return
+    _recreate(snapshot)
+
+
+def _recreate(snapshot: GroupSnapshot) -> None:
+    """The group was deleted and created again: a fresh baseline, counters kept."""
+    snapshot.recreations_total += 1
+    snapshot.baseline_taken = False
+    snapshot.last_generation = None
+    snapshot.epoch_generation = snapshot.epoch_type = snapshot.epoch_protocol = snapshot.epoch_leader = None
     snapshot.epoch_owners = {}
-    snapshot.epoch_members = []
+    snapshot.epoch_members = {}
     snapshot.last_owner = {}
 
 
-def _set_boundary(snapshot: GroupSnapshot, owners: dict[TopicPartition, str], members: list[str]) -> None:
+def _advance_generation(snapshot: GroupSnapshot, generation: int) -> None:
+    """Count the raw generation / group-epoch step; a step down is a re-creation.
+
+    Steps from 4.x's generation-0 creation record are not counted, so the total is
+    the same on 3.9, whose first value is already generation 1.
+    """
+    previous = snapshot.last_generation
+    if previous is not None and generation < previous:
+        _recreate(snapshot)
+    elif previous:
+        snapshot.generations_advanced_total += generation - previous
+    snapshot.last_generation = generation
+
+
+def _move_boundary(
+    snapshot: GroupSnapshot,
+    generation: int,
+    owners: dict[TopicPartition, str],
+    members: dict[str, BoundaryMember],
+) -> None:
+    snapshot.epoch_generation = generation
     snapshot.epoch_owners = owners
     snapshot.epoch_members = members
     snapshot.last_owner.update(owners)
     _prune(snapshot)
+
+
+@dataclass(frozen=True)
+class _When:
+    """Times of a boundary: the event time, when leavers were removed, the measured duration."""
+
+    time: int
+    departed: Mapping[str, int]
+    duration: int | None
+
+    def departed_at(self, owner: str) -> int:
+        return self.departed.get(owner, self.time)
+
+
+def _boundary(
+    snapshot: GroupSnapshot,
+    generation: int,
+    owners: dict[TopicPartition, str],
+    members: dict[str, BoundaryMember],
+    protocol: str | None,
+    leader: str | None,
+    at: _When,
+    commits: Mapping[TopicPartition, int] | None,
+) -> list[RebalanceEvent]:
+    """Apply the rebalance definition to a completed assignment (see the module docstring)."""
+    if snapshot.baseline_taken and generation == snapshot.epoch_generation:
+        _move_boundary(snapshot, generation, owners, members)  # same generation, rewritten
+        return []
+    events: list[RebalanceEvent] = []
+    if not snapshot.baseline_taken:
+        snapshot.baseline_taken = bool(members)
+    elif not members:
+        _empty_transition(snapshot, at, commits)
+    else:
+        events.append(_rebalance(snapshot, generation, owners, members, protocol, leader, at, commits))
+    snapshot.epoch_type = snapshot.group_type
+    snapshot.epoch_protocol, snapshot.epoch_leader = protocol, leader
+    _move_boundary(snapshot, generation, owners, members)
+    return events
+
+
+def _empty_transition(snapshot: GroupSnapshot, at: _When, commits: Mapping[TopicPartition, int] | None) -> None:
+    """The last members left: counted apart, departures classified, no event."""
+    if not snapshot.epoch_members:
+        return
+    snapshot.empty_transitions_total += 1
+    for owner, member in snapshot.epoch_members.items():
+        how = classify_departure(member, _last_commit(snapshot, owner, commits), at.departed_at(owner))
+        snapshot.departures[how] = snapshot.departures.get(how, 0) + 1
+    _record_churn(snapshot, at.time, snapshot.epoch_members.values())
+
+
+def _rebalance(
+    snapshot: GroupSnapshot,
+    generation: int,
+    owners: dict[TopicPartition, str],
+    members: dict[str, BoundaryMember],
+    protocol: str | None,
+    leader: str | None,
+    at: _When,
+    commits: Mapping[TopicPartition, int] | None,
+) -> RebalanceEvent:
+    """Diff the new boundary against the previous one and bump the counters."""
+    old_owners, old_members, last_owner = snapshot.epoch_owners, snapshot.epoch_members, snapshot.last_owner
+    moved = sorted(
+        (snapshot.topic_label(topic), p)
+        for (topic, p), owner in owners.items()
+        if (topic, p) in last_owner and last_owner[(topic, p)] != owner
+    )
+    revoked = sum(1 for tp, owner in old_owners.items() if owners.get(tp) != owner)
+    assigned = sum(1 for tp, owner in owners.items() if old_owners.get(tp) != owner)
+    joined = sorted(set(members) - set(old_members))
+    left = sorted(set(old_members) - set(members))
+    departures = tuple(
+        classify_departure(old_members[o], _last_commit(snapshot, o, commits), at.departed_at(o)) for o in left
+    )
+    causes = _causes(snapshot, owners, members, protocol, leader)
+    event = RebalanceEvent(
+        group=snapshot.group,
+        group_type=snapshot.group_type,
+        old_generation=snapshot.epoch_generation if snapshot.epoch_generation is not None else generation,
+        new_generation=generation,
+        event_time_ms=at.time,
+        protocol=protocol,
+        leader=leader,
+        leader_changed="leader_changed" in causes,
+        members_joined=tuple(joined),
+        members_left=tuple(left),
+        member_count=len(members),
+        partitions_moved=len(moved),
+        moved_partitions=tuple(f"{topic}:{p}" for topic, p in moved),
+        partitions_revoked=revoked,
+        partitions_assigned=assigned,
+        imbalance_before=_owner_imbalance(old_owners, old_members),
+        imbalance_after=_owner_imbalance(owners, members),
+        causes=causes,
+        departures=departures,
+        joined_clients=tuple(client_label(members[o]) for o in joined),
+        left_clients=tuple(client_label(old_members[o]) for o in left),
+        duration_ms=at.duration,
+    )
+    snapshot.rebalances_total += 1
+    snapshot.partitions_moved_total += len(moved)
+    snapshot.last_rebalance_ms = at.time
+    for cause in causes:
+        snapshot.rebalance_causes[cause] = snapshot.rebalance_causes.get(cause, 0) + 1
+    for how in departures:
+        snapshot.departures[how] = snapshot.departures.get(how, 0) + 1
+    _record_churn(snapshot, at.time, [members[o] for o in joined] + [old_members[o] for o in left])
+    return event
+
+
+def _causes(
+    snapshot: GroupSnapshot,
+    owners: dict[TopicPartition, str],
+    members: dict[str, BoundaryMember],
+    protocol: str | None,
+    leader: str | None,
+) -> tuple[str, ...]:
+    """Why the group rebalanced, read from the difference with the previous boundary.
+
+    - ``members_joined`` / ``members_left``: an owner (instance id, else member id) is
+      in only one of the two boundaries.
+    - ``static_member_replaced``: a static member (same instance id in both) holds a
+      different member id: it restarted and took its place back within this rebalance.
+    - ``subscription_changed``: a member present in both subscribes to other topics.
+    - ``partitions_added``: the assignment holds a partition no member ever held, of a
+      topic whose other partitions were held before (partitions were added to a
+      subscribed topic; a newly subscribed topic is ``subscription_changed``).
+    - ``assignor_changed``: same protocol, another assignor (classic selected protocol;
+      KIP-848 the server assignor most members ask for).
+    - ``leader_changed``: the classic leader (by owner) differs from the previous one.
+    - ``protocol_converted``: the group changed between classic and KIP-848.
+    - ``unknown``: none of the above is visible in the records (a client forcing a
+      rejoin, a metadata refresh, a KIP-848 epoch bump with no member change).
+
+    After an Empty boundary (no members, assignor or leader) only ``members_joined``
+    and ``protocol_converted`` can apply.
+    """
+    old = snapshot.epoch_members
+    both = set(members) & set(old)
+    held_topics = {topic for topic, _ in snapshot.last_owner}
+    converted = snapshot.epoch_type is not None and snapshot.epoch_type != snapshot.group_type
+    checks = {
+        "members_joined": bool(set(members) - set(old)),
+        "members_left": bool(set(old) - set(members)),
+        "static_member_replaced": any(
+            members[o].instance_id and members[o].member_id != old[o].member_id for o in both
+        ),
+        "subscription_changed": any(members[o].subscription != old[o].subscription for o in both),
+        "partitions_added": any(tp not in snapshot.last_owner and tp[0] in held_topics for tp in owners),
+        "assignor_changed": not converted and bool(protocol and snapshot.epoch_protocol)
+        and protocol != snapshot.epoch_protocol,
+        "leader_changed": bool(leader and snapshot.epoch_leader) and leader != snapshot.epoch_leader,
+        "protocol_converted": converted,
+    }
+    causes = tuple(sorted(cause for cause, hit in checks.items() if hit))
+    return causes or ("unknown",)
+
+
+def _record_churn(snapshot: GroupSnapshot, time_ms: int, members: Iterable[BoundaryMember]) -> None:
+    """Remember who joined or left when, for the churn ranking; bounded in time and size."""
+    snapshot.churn.extend((time_ms, m.client_id, m.client_host) for m in members)
+    newest = max((t for t, _, _ in snapshot.churn), default=time_ms)
+    recent = [entry for entry in snapshot.churn if entry[0] > newest - CHURN_WINDOW_MS]
+    snapshot.churn = recent[-CHURN_LOG_CAP:]
 
 
 def _prune(snapshot: GroupSnapshot) -> None:
@@ -461,63 +841,22 @@ def _owners(holdings: Iterable[tuple[str, Assignment | None]]) -> dict[TopicPart
     }
 
 
-def _transition(
-    snapshot: GroupSnapshot,
-    old_generation: int,
-    new_generation: int,
-    event_time_ms: int,
-    owners: dict[TopicPartition, str],
-    members: list[str],
-    protocol: str | None,
-    leader: str | None,
-    leader_changed: bool,
-) -> RebalanceEvent:
-    """Diff the new boundary against the previous one, bump the counters, move the boundary."""
-    old_owners, old_members, last_owner = snapshot.epoch_owners, snapshot.epoch_members, snapshot.last_owner
-    moved = sorted(
-        (snapshot.topic_label(topic), p)
-        for (topic, p), owner in owners.items()
-        if (topic, p) in last_owner and last_owner[(topic, p)] != owner
-    )
-    revoked = sum(1 for tp, owner in old_owners.items() if owners.get(tp) != owner)
-    assigned = sum(1 for tp, owner in owners.items() if old_owners.get(tp) != owner)
-    event = RebalanceEvent(
-        group=snapshot.group,
-        group_type=snapshot.group_type,
-        old_generation=old_generation,
-        new_generation=new_generation,
-        event_time_ms=event_time_ms,
-        protocol=protocol,
-        leader=leader,
-        leader_changed=leader_changed,
-        members_joined=tuple(sorted(set(members) - set(old_members))),
-        members_left=tuple(sorted(set(old_members) - set(members))),
-        member_count=len(members),
-        partitions_moved=len(moved),
-        moved_partitions=tuple(f"{topic}:{p}" for topic, p in moved),
-        partitions_revoked=revoked,
-        partitions_assigned=assigned,
-        imbalance_before=_owner_imbalance(old_owners, old_members),
-        imbalance_after=_owner_imbalance(owners, members),
-    )
-    snapshot.rebalances_total += 1
-    snapshot.partitions_moved_total += len(moved)
-    snapshot.last_rebalance_ms = event_time_ms
-    _set_boundary(snapshot, owners, members)
-    return event
+# --------------------------------------------------------------------------- classic
 
 
 def _apply_classic(
-    snapshot: GroupSnapshot, value: Mapping[str, Any] | None, record_time_ms: int
+    snapshot: GroupSnapshot,
+    value: Mapping[str, Any] | None,
+    record_time_ms: int,
+    commits: Mapping[TopicPartition, int] | None,
 ) -> list[RebalanceEvent]:
     if value is None:
         if snapshot.classic is not None:
             snapshot.classic = None
-            _reset_movement(snapshot)
+            snapshot.deleted_type = CLASSIC
         return []
-    if snapshot.consumer is not None:  # converted back from KIP-848: a new baseline
-        snapshot.consumer = None
-        _reset_movement(snapshot)
+    _metadata_arrives(snapshot, CLASSIC)
+    snapshot.consumer = None  # converted back from KIP-848 (its tombstones may be compacted away)
     state_ts = value.get("currentStateTimestamp")
     new = ClassicState(
         generation=int(value.get("generation") or 0),
@@ -527,28 +866,21 @@ def _apply_classic(
         state_timestamp_ms=state_ts if state_ts is not None and state_ts >= 0 else None,
         members=[_classic_member(m) for m in value.get("members") or ()],
     )
-    old, snapshot.classic = snapshot.classic, new
+    snapshot.classic = new
+    _advance_generation(snapshot, new.generation)
     owners = _owners((m.owner, m.assigned) for m in new.members)
-    members = [m.owner for m in new.members]
-    if old is None or old.generation == new.generation:
-        # Baseline, or a same-generation rewrite (a static member replaced under a new
-        # member id keeps its generation and partitions): no rebalance.
-        _set_boundary(snapshot, owners, members)
-        return []
-    new_leader = _classic_leader(new)
-    return [
-        _transition(
-            snapshot,
-            old.generation,
-            new.generation,
-            new.state_timestamp_ms if new.state_timestamp_ms is not None else record_time_ms,
-            owners,
-            members,
-            protocol=new.protocol,
-            leader=new_leader,
-            leader_changed=_classic_leader(old) != new_leader,
+    members = {
+        m.owner: BoundaryMember(
+            m.member_id, m.instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+            m.rebalance_timeout_ms, list(m.subscribed_topics),
         )
-    ]
+        for m in new.members
+    }
+    ts = new.state_timestamp_ms
+    when = ts if ts is not None else record_time_ms
+    duration = record_time_ms - ts if ts is not None and record_time_ms >= ts else None
+    at = _When(when, {}, duration)
+    return _boundary(snapshot, new.generation, owners, members, new.protocol, _classic_leader(new), at, commits)
 
 
 def _classic_leader(state: ClassicState) -> str | None:
@@ -574,22 +906,29 @@ def _classic_member(m: Mapping[str, Any]) -> ClassicMember:
     )
 
 
-def _apply_consumer(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> list[RebalanceEvent]:
+# --------------------------------------------------------------------------- KIP-848
+
+
+def _apply_consumer(
+    snapshot: GroupSnapshot, record: Record, record_time_ms: int, commits: Mapping[TopicPartition, int] | None
+) -> list[RebalanceEvent]:
     record_type, key, value = record.record_type, record.key, record.value
     if value is None:
-        _consumer_tombstone(snapshot, record)
+        _consumer_tombstone(snapshot, record, record_time_ms)
         return []
     if snapshot.consumer is None:  # new KIP-848 group, or converted from classic
+        _metadata_arrives(snapshot, CONSUMER)
         snapshot.classic = None
-        _reset_movement(snapshot)
         snapshot.consumer = ConsumerState()
     state = snapshot.consumer
     if record_type == 3:
-        state.group_epoch = value.get("epoch")
+        _group_epoch(snapshot, state, int(value.get("epoch") or 0), record_time_ms, commits)
     elif record_type == 4:
         for topic in value.get("topics") or ():
             _learn_topic(snapshot, topic.get("topicId"), topic.get("topicName"))
     elif record_type == 5:
+        classic = value.get("classicMemberMetadata")
+        session = classic.get("sessionTimeoutMs") if classic else None
         state.member(key["memberId"]).metadata = MemberMetadata(
             instance_id=value.get("instanceId"),
             rack_id=value.get("rackId"),
@@ -599,10 +938,11 @@ def _apply_consumer(snapshot: GroupSnapshot, record: Record, record_time_ms: int
             subscribed_topic_regex=value.get("subscribedTopicRegex"),
             rebalance_timeout_ms=value.get("rebalanceTimeoutMs"),
             server_assignor=value.get("serverAssignor"),
-            classic_protocol=value.get("classicMemberMetadata") is not None,
+            # Absent, the tagged field decodes to Kafka's default (timeout 0).
+            classic_session_timeout_ms=session or None,
         )
     elif record_type == 6:
-        return _target_epoch(snapshot, state, value.get("assignmentEpoch"), record_time_ms)
+        return _target_epoch(snapshot, state, value.get("assignmentEpoch"), record_time_ms, commits)
     elif record_type == 7:
         member = state.member(key["memberId"])
         member.target = _assignment(value.get("topicPartitions"), "topicId")
@@ -619,14 +959,45 @@ def _apply_consumer(snapshot: GroupSnapshot, record: Record, record_time_ms: int
     return []
 
 
-def _consumer_tombstone(snapshot: GroupSnapshot, record: Record) -> None:
+def _group_epoch(
+    snapshot: GroupSnapshot,
+    state: ConsumerState,
+    epoch: int,
+    record_time_ms: int,
+    commits: Mapping[TopicPartition, int] | None,
+) -> None:
+    """A type 3 value: count the step, note when an assignment became pending, see Empty.
+
+    Kafka removes a leaving KIP-848 member with its tombstones and a group-epoch bump
+    in one write, and computes the next target only when a remaining member
+    heartbeats. So when the last member leaves there may be no type 6 at all (newer
+    brokers write one): the Empty transition is taken here, where both versions agree.
+    """
+    previous = snapshot.last_generation
+    _advance_generation(snapshot, epoch)
+    if previous is not None and epoch < previous:
+        state.assignment_epoch = None
+        state.epoch_bumped_ms = None
+    state.group_epoch = epoch
+    if state.assignment_epoch is not None and epoch > state.assignment_epoch and state.epoch_bumped_ms is None:
+        state.epoch_bumped_ms = record_time_ms
+    if snapshot.baseline_taken and snapshot.epoch_members and not state.members:
+        _empty_transition(snapshot, _When(record_time_ms, {**state.departed_ms}, None), commits)
+        snapshot.epoch_protocol = snapshot.epoch_leader = None
+        snapshot.epoch_type = CONSUMER
+        _move_boundary(snapshot, snapshot.epoch_generation or 0, {}, {})
+        state.epoch_bumped_ms = None
+        state.departed_ms = {}
+
+
+def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> None:
     state = snapshot.consumer
     if state is None:
         return
     record_type = record.record_type
     if record_type == 3:  # written last when a consumer group is deleted (or converted)
         snapshot.consumer = None
-        _reset_movement(snapshot)
+        snapshot.deleted_type = CONSUMER
     elif record_type == 6:
         state.assignment_epoch = None
     elif record_type in (5, 7, 8):
@@ -634,6 +1005,7 @@ def _consumer_tombstone(snapshot: GroupSnapshot, record: Record) -> None:
         if member is None:
             return
         if record_type == 5:
+            state.departed_ms[member.owner] = record_time_ms
             member.metadata = None
         elif record_type == 7:
             member.target = None
@@ -659,32 +1031,46 @@ def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: 
     owners = _owners([(member.owner, member.target)])
     snapshot.epoch_owners.update(owners)
     snapshot.last_owner.update(owners)
-    if member.owner not in snapshot.epoch_members:
-        snapshot.epoch_members = [*snapshot.epoch_members, member.owner]
+    snapshot.epoch_members.setdefault(member.owner, _consumer_boundary_member(member))
+
+
+def _consumer_boundary_member(member: ConsumerMember) -> BoundaryMember:
+    meta = member.metadata
+    if meta is None:
+        return BoundaryMember(member.member_id)
+    subscription = [*meta.subscribed_topic_names]
+    if meta.subscribed_topic_regex:
+        subscription.append(f"regex:{meta.subscribed_topic_regex}")
+    return BoundaryMember(
+        member.member_id, meta.instance_id, meta.client_id, meta.client_host,
+        meta.classic_session_timeout_ms or DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
+        meta.rebalance_timeout_ms, subscription,
+    )
+
+
+def _consumer_boundary_members(state: ConsumerState) -> dict[str, BoundaryMember]:
+    return {m.owner: _consumer_boundary_member(m) for m in state.members.values()}
 
 
 def _target_epoch(
-    snapshot: GroupSnapshot, state: ConsumerState, epoch: int | None, record_time_ms: int
+    snapshot: GroupSnapshot,
+    state: ConsumerState,
+    epoch: int | None,
+    record_time_ms: int,
+    commits: Mapping[TopicPartition, int] | None,
 ) -> list[RebalanceEvent]:
-    old, state.assignment_epoch = state.assignment_epoch, epoch
-    owners = _owners((m.owner, m.target) for m in state.members.values())
-    members = [m.owner for m in state.members.values()]
-    if old is None or epoch is None or old == epoch:
-        _set_boundary(snapshot, owners, members)
+    state.assignment_epoch = epoch
+    if epoch is None:
         return []
-    return [
-        _transition(
-            snapshot,
-            old,
-            epoch,
-            record_time_ms,
-            owners,
-            members,
-            protocol=_preferred_assignor(state),
-            leader=None,
-            leader_changed=False,
-        )
-    ]
+    owners = _owners((m.owner, m.target) for m in state.members.values())
+    members = _consumer_boundary_members(state)
+    bumped = state.epoch_bumped_ms
+    duration = record_time_ms - bumped if bumped is not None and record_time_ms >= bumped else None
+    at = _When(record_time_ms, {**state.departed_ms}, duration)
+    if state.group_epoch is None or epoch >= state.group_epoch:
+        state.epoch_bumped_ms = None
+    state.departed_ms = {}
+    return _boundary(snapshot, epoch, owners, members, _preferred_assignor(state), None, at, commits)
 
 
 def _preferred_assignor(state: ConsumerState) -> str | None:
@@ -713,6 +1099,14 @@ class MemberSummary:
     assigned_partitions: int
 
 
+class MemberChurn(NamedTuple):
+    """Joins plus leaves of one (client id, client host) within the churn window."""
+
+    client_id: str
+    client_host: str
+    count: int
+
+
 @dataclass(frozen=True)
 class GroupSummary:
     """What the exporter shows for one group; counters are absolute (survive restarts).
@@ -720,7 +1114,11 @@ class GroupSummary:
     ``generation`` is the classic generation or the KIP-848 group epoch (None when not
     known yet); ``protocol`` is the classic assignor or the KIP-848 preferred server
     assignor ("" when none); ``leader`` is the classic leader's owner key ("" for
-    KIP-848); ``state`` is :func:`group_state`'s label.
+    KIP-848); ``state`` is :func:`group_state`'s label. ``rebalance_causes`` and
+    ``departures`` count by :data:`CAUSES` / :data:`DEPARTURES` label (a rebalance has
+    one or more causes); ``member_churn`` ranks the clients that joined or left most in
+    the last :data:`CHURN_WINDOW_MS` before ``as_of_ms`` (at most
+    :data:`MEMBER_CHURN_CAP`).
     """
 
     group: str
@@ -735,13 +1133,21 @@ class GroupSummary:
     imbalance_ratio: float | None
     rebalances_total: int
     partitions_moved_total: int
+    empty_transitions_total: int
+    recreations_total: int
+    generations_advanced_total: int
+    rebalance_causes: dict[str, int]
+    departures: dict[str, int]
+    member_churn: tuple[MemberChurn, ...]
     last_rebalance_ms: int | None
     last_seen_ms: int
     as_of_ms: int
     members: tuple[MemberSummary, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["member_churn"] = [list(entry) for entry in self.member_churn]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
@@ -750,6 +1156,7 @@ class GroupSummary:
     def from_dict(cls, d: Mapping[str, Any]) -> GroupSummary:
         values = dict(d)
         values["members"] = tuple(MemberSummary(**m) for m in d["members"])
+        values["member_churn"] = tuple(MemberChurn(*entry) for entry in d["member_churn"])
         return cls(**values)
 
     @classmethod
@@ -761,13 +1168,14 @@ def group_state(snapshot: GroupSnapshot) -> str:
     """The group's state label, derived from what the records say.
 
     Classic: records are written only at stable points, so a group with members is
-    ``Stable`` and one without is ``Empty`` (the transient PreparingRebalance /
-    CompletingRebalance states never reach the topic). KIP-848 follows Kafka's own
-    derivation: ``Empty`` without members; ``Assigning`` while the target assignment
-    epoch is behind the group epoch (or unknown); ``Reconciling`` while any member is
-    not settled on its target (member epoch behind the target epoch, member state not
-    STABLE, partitions pending revocation, or current assignment ≠ target); else
-    ``Stable``.
+    ``Stable`` and one without is ``Empty``: PreparingRebalance / CompletingRebalance
+    never reach the topic, and a classic group stuck mid-rebalance keeps showing
+    ``Stable`` with its last generation until the rebalance completes. KIP-848 follows
+    Kafka's own derivation: ``Empty`` without members; ``Assigning`` while the target
+    assignment epoch is behind the group epoch (or unknown); ``Reconciling`` while any
+    member is not settled on its target (member epoch behind the target epoch, member
+    state not STABLE, partitions pending revocation, or current assignment ≠ target);
+    else ``Stable``.
     """
     if not _member_keys(snapshot):
         return "Empty"
@@ -823,6 +1231,21 @@ def _count(assignment: Assignment) -> int:
     return sum(len(parts) for parts in assignment.values())
 
 
+def member_churn(snapshot: GroupSnapshot, now_ms: int) -> tuple[MemberChurn, ...]:
+    """The clients that joined or left most in the window ending at ``now_ms``.
+
+    Ranked by count, then by the latest time, then by name; at most MEMBER_CHURN_CAP.
+    """
+    counts: Counter[tuple[str, str]] = Counter()
+    latest: dict[tuple[str, str], int] = {}
+    for t, client_id, host in snapshot.churn:
+        if now_ms - CHURN_WINDOW_MS < t <= now_ms:
+            counts[(client_id, host)] += 1
+            latest[(client_id, host)] = max(latest.get((client_id, host), t), t)
+    ranked = sorted(counts, key=lambda k: (-counts[k], -latest[k], k))
+    return tuple(MemberChurn(c, h, counts[(c, h)]) for c, h in ranked[:MEMBER_CHURN_CAP])
+
+
 def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
     """The exporter's view of a group, taken at ``now_ms`` (the batch time)."""
     members = sorted(_member_summaries(snapshot), key=lambda m: (m.member, m.member_id))
@@ -848,6 +1271,12 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
         imbalance_ratio=imbalance_ratio([m.assigned_partitions for m in members]),
         rebalances_total=snapshot.rebalances_total,
         partitions_moved_total=snapshot.partitions_moved_total,
+        empty_transitions_total=snapshot.empty_transitions_total,
+        recreations_total=snapshot.recreations_total,
+        generations_advanced_total=snapshot.generations_advanced_total,
+        rebalance_causes=dict(sorted(snapshot.rebalance_causes.items())),
+        departures=dict(sorted(snapshot.departures.items())),
+        member_churn=member_churn(snapshot, int(now_ms)),
         last_rebalance_ms=snapshot.last_rebalance_ms,
         last_seen_ms=snapshot.last_seen_ms,
         as_of_ms=int(now_ms),

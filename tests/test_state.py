@@ -1,4 +1,12 @@
-"""Group-state folding: the assignor scenarios of the seeds, KIP-848 lifecycles, tombstones."""
+"""Group-state folding: the rebalance definition, its causes and departures, on Kafka's record sequences.
+
+Record sequences follow Kafka's coordinators (3.9 Scala ``GroupCoordinator``, 4.x
+``GroupMetadataManager``): classic groups get one type 2 value per completed
+generation (4.x adds a generation-0 ``protocolType ""`` value at creation, and both
+write an Empty value with generation + 1 when the last member leaves); a KIP-848 member
+leaving is tombstones 8, 7, 5 and a group-epoch bump, with the next target assignment
+computed only when a remaining member heartbeats.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +20,18 @@ from hypothesis import strategies as st
 
 from decoders.records import Record, Struct
 from streaming.state import (
+    CAUSES,
+    CHURN_WINDOW_MS,
     CLASSIC,
     CONSUMER,
+    DEPARTURES,
+    MEMBER_CHURN_CAP,
+    BoundaryMember,
     GroupSnapshot,
+    MemberChurn,
     RebalanceEvent,
     apply_record,
+    classify_departure,
     drop_expired,
     group_state,
     imbalance_ratio,
@@ -39,19 +54,25 @@ def parts(spec: str) -> dict[str, list[int]]:
 # ------------------------------------------------------------------ classic record builders
 
 
-def member(member_id: str, spec: str, instance: str | None = None) -> Struct:
+SEED_TOPICS = ("t0", "t1", "t2", "t3")
+
+
+def member(member_id: str, spec: str, instance: str | None = None, topics: tuple[str, ...] = SEED_TOPICS,
+           client: str | None = None) -> Struct:
+    """A classic member owning ``spec`` and subscribed to ``topics``."""
     assigned = parts(spec)
     return Struct(
         memberId=member_id,
         groupInstanceId=instance,
-        clientId=f"client-{member_id}",
+        clientId=client or f"client-{member_id}",
         clientHost="/10.0.0.1",
         rebalanceTimeout=300000,
         sessionTimeout=45000,
         subscription=b"",
         assignment=b"",
         decodedSubscription=Struct(
-            version=3, topics=tuple(sorted(assigned)), userData=None, ownedPartitions=(),
+            version=3, topics=topics, userData=None,
+            ownedPartitions=(),
             generationId=-1, rackId=None,
         ),
         decodedAssignment=Struct(
@@ -78,10 +99,17 @@ def classic_tombstone(group: str = G) -> Record:
     return Record(2, Struct(group=group), None, None)
 
 
-def fold(snapshot: GroupSnapshot | None, *records: Record, t: int = T0):
+def created_4x(ts: int = T0) -> Record:
+    """What the 4.x coordinator writes when a classic group is created (newEmptyGroupMetadataRecord)."""
+    value = Struct(protocolType="", generation=0, protocol=None, leader=None, currentStateTimestamp=ts,
+                   members=())
+    return Record(2, Struct(group=G), 3, value)
+
+
+def fold(snapshot: GroupSnapshot | None, *records: Record, t: int = T0, commits=None):
     events: list[RebalanceEvent] = []
     for record in records:
-        snapshot, new = apply_record(snapshot, record, t)
+        snapshot, new = apply_record(snapshot, record, t, commits)
         events.extend(new)
     return snapshot, events
 
@@ -119,6 +147,8 @@ def test_third_consumer_joins_range():
     snap, events = fold(snap, classic(2, new, ts=T0 + 5000), t=T0 + 6000)
     [e] = events
     assert (e.old_generation, e.new_generation, e.event_time_ms) == (1, 2, T0 + 5000)
+    assert e.duration_ms == 1000  # the sync phase: record time − the state timestamp
+    assert e.causes == ("members_joined",) and e.joined_clients == ("client-C2@/10.0.0.1",)
     assert e.members_joined == ("C2",) and e.members_left == () and e.member_count == 3
     # t0p1/t1p1 C0→C1, t0p2/t1p2 C1→C2: exactly the owner changes
     assert set(e.moved_partitions) == {"t0:1", "t1:1", "t0:2", "t1:2"}
@@ -141,7 +171,8 @@ def test_sticky_member_leaves_moves_only_its_partitions():
     snap, _ = fold(None, classic(7, STICKY_3, protocol="sticky"))
     after = [member("C0", "t0p0 t1p1 t3p0 t2p0"), member("C2", "t1p0 t2p1 t0p1 t3p1")]
     snap, [e] = fold(snap, classic(8, after, protocol="sticky"), t=T0 + 1)
-    assert e.event_time_ms == T0 + 1  # no state timestamp: the record time
+    assert e.event_time_ms == T0 + 1 and e.duration_ms is None  # no state timestamp: the record time
+    assert e.causes == ("members_left",) and e.departures == ("unknown",)  # no commit times given
     assert set(e.moved_partitions) == {"t0:1", "t2:0", "t3:1"}
     assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (3, 3, 3)
     assert e.members_left == ("C1",) and e.members_joined == ()
@@ -175,6 +206,7 @@ def test_new_partitions_are_assigned_not_moved():
     snap, _ = fold(None, classic(1, [member("C0", "t0p0"), member("C1", "t0p1")]))
     snap, [e] = fold(snap, classic(2, [member("C0", "t0p0 t0p2"), member("C1", "t0p1 t0p3")]))
     assert (e.partitions_moved, e.partitions_revoked, e.partitions_assigned) == (0, 0, 2)
+    assert e.causes == ("partitions_added",)
 
 
 def test_static_member_restart_is_not_a_rebalance():
@@ -191,27 +223,33 @@ def test_static_member_restart_is_not_a_rebalance():
     again = [member("A-2", "t0p0 t0p1", instance="i-a"), member("B-2", "t0p2 t0p3", instance="i-b")]
     snap, [e] = fold(snap, classic(6, again, leader="A-2"))
     assert (e.partitions_moved, e.members_joined, e.members_left, e.leader_changed) == (0, (), (), False)
+    assert e.causes == ("static_member_replaced",)
 
 
 def test_leader_change_is_flagged():
     snap, _ = fold(None, classic(1, RANGE_2, leader="C0"))
     snap, [e] = fold(snap, classic(2, [member("C1", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")], leader="C1"))
     assert (e.leader, e.leader_changed, e.members_left) == ("C1", True, ("C0",))
+    assert e.causes == ("leader_changed", "members_left")
 
 
-def test_last_member_leaving_empties_the_group():
+def test_last_member_leaving_is_an_empty_transition_not_a_rebalance():
     snap, _ = fold(None, classic(1, RANGE_2))
-    snap, [e] = fold(snap, classic(2, []))
-    assert (e.member_count, e.members_left) == (0, ("C0", "C1"))
-    assert (e.partitions_revoked, e.partitions_moved) == (6, 0)
-    assert e.imbalance_after is None and e.protocol is None
+    snap, events = fold(snap, classic(2, []))  # Kafka's Empty record: generation + 1, no members
+    assert events == []
+    assert (snap.rebalances_total, snap.empty_transitions_total, snap.generations_advanced_total) == (0, 1, 1)
     s = summarize(snap, T0)
     assert (s.state, s.member_count, s.imbalance_ratio, s.assigned_partitions) == ("Empty", 0, None, 0)
+    assert s.departures == {"unknown": 2} and s.rebalance_causes == {}
     # Nothing is referenced while the group is empty, so ownership history is gone:
-    # members coming back are assigned their partitions, nothing moves.
+    # members coming back are one rebalance, assigned their partitions, nothing moves.
     assert snap.last_owner == {}
     snap, [e] = fold(snap, classic(3, [member("C1", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")]))
-    assert e.partitions_moved == 0 and e.partitions_assigned == 6
+    assert (e.old_generation, e.new_generation) == (2, 3)
+    assert e.partitions_moved == 0 and e.partitions_assigned == 6 and e.partitions_revoked == 0
+    assert e.members_joined == ("C1",) and e.members_left == () and e.causes == ("members_joined",)
+    assert e.leader_changed is False  # nobody led the empty generation
+    assert (snap.rebalances_total, snap.empty_transitions_total) == (1, 1)
 
 
 def test_members_without_partitions_count_in_the_mean():
@@ -233,16 +271,17 @@ def test_non_consumer_protocols_keep_members_without_partitions():
     assert (s.assigned_partitions, s.imbalance_ratio) == (0, 1.0)
 
 
-def test_classic_tombstone_clears_metadata_and_the_next_group_is_a_baseline():
-    snap, _ = fold(None, classic(4, RANGE_2))
-    assert snap.has_metadata
+def test_classic_tombstone_clears_metadata_and_the_next_group_is_a_recreated_baseline():
+    snap, _ = fold(None, classic(4, RANGE_2), classic(5, [member("C0", "t0p0")]), classic(6, []))
+    assert snap.has_metadata and snap.rebalances_total == 1
     snap, events = fold(snap, classic_tombstone())
     assert events == [] and snap is not None  # the caller drops it once its offsets are gone too
-    assert not snap.has_metadata and not snap.baseline_taken
+    assert not snap.has_metadata
     s = summarize(snap, T0)
     assert (s.state, s.generation, s.member_count) == ("Empty", None, 0)
     snap, events = fold(snap, classic(1, RANGE_2))
-    assert events == [] and snap.rebalances_total == 0
+    assert events == [] and snap.baseline_taken
+    assert (snap.rebalances_total, snap.recreations_total, snap.empty_transitions_total) == (1, 1, 1)
 
 
 # ------------------------------------------------------------------ KIP-848 builders
@@ -483,10 +522,11 @@ def test_restored_snapshot_keeps_detecting_movement():
 
 def test_event_and_summary_serialise():
     snap, _ = fold(None, classic(1, RANGE_2))
-    snap, [e] = fold(snap, classic(2, []))
+    snap, [e] = fold(snap, classic(2, [member("C0", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")]), commits={("t0", 2): T0})
     text = json.dumps(e.to_dict())
     assert RebalanceEvent.from_dict(json.loads(text)) == e
     s = summarize(snap, T0)
+    assert s.member_churn == (MemberChurn("client-C1", "/10.0.0.1", 1),)
     assert type(s).from_json(s.to_json()) == s
 
 
@@ -538,7 +578,8 @@ def test_any_record_sequence_is_folded_consistently(records):
 
 def test_ownership_history_and_topic_names_stay_bounded():
     snap, _ = fold(None, classic(1, RANGE_2))
-    snap, _ = fold(snap, classic(2, [member("C0", "t0p0 t0p1"), member("C1", "t0p2")]))
+    snap, _ = fold(snap, classic(2, [member("C0", "t0p0 t0p1", topics=("t0",)),
+                                     member("C1", "t0p2", topics=("t0",))]))
     assert {topic for topic, _ in snap.last_owner} == {"t0"}  # nobody subscribes to t1 any more
     kip = two_member_group()
     assert set(kip.topic_names) == {TA, TB}
@@ -548,3 +589,225 @@ def test_ownership_history_and_topic_names_stay_bounded():
     kip, _ = fold(kip, k3(4), k6(4))  # pruned at the next boundary: no record names payments now
     assert kip.topic_names == {TA: "orders"}
     assert {topic for topic, _ in kip.last_owner} == {TA}
+
+
+# ------------------------------------------------------------------ one definition on 3.9 and 4.x
+
+A_ONLY = [member("A-1", "t0p0 t0p1 t0p2 t0p3")]
+A_B = [member("A-1", "t0p0 t0p1"), member("B-1", "t0p2 t0p3")]
+A_B_RESTARTED = [member("A-2", "t0p0 t0p1"), member("B-2", "t0p2 t0p3")]
+
+# The same life on both coordinators: create a group (one member), add a member,
+# restart the whole application (both leave: Empty; both come back).
+LIFE_3_9 = [classic(1, A_ONLY), classic(2, A_B), classic(3, []), classic(4, A_B_RESTARTED)]
+LIFE_4_X = [created_4x(), *LIFE_3_9]
+
+
+def counters(snap: GroupSnapshot) -> tuple[int, int, int, int]:
+    return snap.rebalances_total, snap.empty_transitions_total, snap.recreations_total, snap.partitions_moved_total
+
+
+@pytest.mark.parametrize("life", [LIFE_3_9, LIFE_4_X], ids=["3.9", "4.x"])
+def test_group_life_counts_the_same_on_both_coordinators(life):
+    snap, events = fold(None, *life[:-3])
+    assert events == [] and snap.rebalances_total == 0  # creation is a baseline, on 4.x too
+    snap, [add] = fold(snap, life[-3])
+    assert add.causes == ("members_joined",) and add.partitions_moved == 2
+    snap, events = fold(snap, life[-2])
+    assert events == [] and counters(snap) == (1, 1, 0, 2)  # Empty: counted apart
+    snap, [back] = fold(snap, life[-1])
+    assert (back.members_joined, back.members_left, back.partitions_moved) == (("A-2", "B-2"), (), 0)
+    assert counters(snap) == (2, 1, 0, 2)
+    assert snap.generations_advanced_total == 3
+
+
+@pytest.mark.parametrize("recreated", [[classic(1, A_B)], [created_4x(), classic(1, A_B)]], ids=["3.9", "4.x"])
+def test_generation_going_down_is_a_recreation_not_a_rebalance(recreated):
+    # The group was deleted and re-created while the monitor was away: the tombstone
+    # was compacted, the dead group's last value is followed by the new group's.
+    snap, _ = fold(None, *LIFE_3_9)
+    before = counters(snap)
+    snap, events = fold(snap, *recreated)
+    assert events == []
+    assert counters(snap) == (before[0], before[1], 1, before[3])
+    assert snap.baseline_taken and summarize(snap, T0).generation == 1
+    snap, [e] = fold(snap, classic(2, A_ONLY))  # the new group's life goes on normally
+    assert e.causes == ("members_left",) and e.old_generation == 1
+
+
+def test_kip848_last_member_leaving_counts_the_same_with_or_without_a_target_record():
+    def leave_all(with_target: bool) -> GroupSnapshot:
+        snap = two_member_group()
+        records = [tomb(8, "A"), tomb(7, "A"), tomb(5, "A"), tomb(8, "B"), tomb(7, "B"), tomb(5, "B"), k3(3)]
+        if with_target:
+            records.append(k6(3))
+        snap, events = fold(snap, *records)
+        assert events == []
+        return snap
+
+    for snap in (leave_all(False), leave_all(True)):
+        assert (snap.rebalances_total, snap.empty_transitions_total) == (1, 1)
+        assert summarize(snap, T0).state == "Empty"
+        # Both come back: one rebalance, nothing moves to or from nobody.
+        snap, [e] = fold(snap, k5("A"), k5("B"), k3(4), k7("A", {TA: [0, 1], TB: [0]}),
+                         k7("B", {TA: [2, 3], TB: [1]}), k6(4))
+        assert (e.members_joined, e.members_left, e.partitions_moved) == (("A", "B"), (), 0)
+        assert e.causes == ("members_joined",)
+        assert (snap.rebalances_total, snap.empty_transitions_total) == (2, 1)
+
+
+def test_kip848_merged_epoch_bumps_are_one_rebalance():
+    # 4.3 batches target assignments: two joins bump the group epoch twice, one target follows.
+    snap = one_member_group()
+    snap, [e] = fold(snap, k5("B"), k3(2), k5("C"), k3(3), k7("A", {TA: [0, 1]}), k7("B", {TA: [2, 3]}),
+                     k7("C", {TB: [0, 1]}), k6(3))
+    assert (e.old_generation, e.new_generation, e.members_joined) == (1, 3, ("B", "C"))
+    assert (snap.rebalances_total, snap.generations_advanced_total) == (1, 2)
+
+
+def test_kip848_recreation_without_tombstones():
+    snap = two_member_group()
+    snap, _ = fold(snap, *[tomb(t, m) for m in "AB" for t in (8, 7, 5)], k3(3))
+    snap, events = fold(snap, k5("C"), k3(1), k7("C", ALL_A), k6(1))
+    assert events == [] and snap.recreations_total == 1 and snap.rebalances_total == 1
+
+
+# ------------------------------------------------------------------ causes, each produced by its trigger
+
+
+def test_cause_subscription_changed():
+    snap, _ = fold(None, classic(1, [member("C0", "t0p0", topics=("t0",)), member("C1", "t0p1", topics=("t0",))]))
+    widened = [member("C0", "t0p0 t1p0", topics=("t0", "t1")), member("C1", "t0p1 t1p1", topics=("t0", "t1"))]
+    snap, [e] = fold(snap, classic(2, widened))
+    assert e.causes == ("subscription_changed",)  # t1's partitions are new, but t1 was not subscribed
+
+
+def test_cause_assignor_changed():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    snap, [e] = fold(snap, classic(2, [member("C0", "t0p0 t0p2 t1p1"), member("C1", "t0p1 t1p0 t1p2")],
+                                   protocol="roundrobin"))
+    assert e.causes == ("assignor_changed",) and e.partitions_moved == 3
+
+
+def test_cause_protocol_converted_both_ways():
+    # Upgrade (4.x convertToConsumerGroup): the classic tombstone, then the consumer records
+    # carrying the generation over as group and target epoch, then the join that triggered it.
+    snap, _ = fold(None, classic(5, [member("C0", "t0p0 t0p1 t0p2 t0p3", topics=("orders",))], protocol="range"))
+    conversion = [classic_tombstone(), k5("C0"), k3(5), k7("C0", {TA: [0, 1, 2, 3]}), k6(5),
+                  k8("C0", 5, {TA: [0, 1, 2, 3]})]
+    snap, events = fold(snap, *conversion)
+    assert events == [] and snap.group_type == CONSUMER and snap.recreations_total == 0
+    snap, [e] = fold(snap, k5("N"), k3(6), k7("C0", {TA: [0, 1]}), k7("N", {TA: [2, 3]}), k6(6))
+    assert e.causes == ("members_joined", "protocol_converted")
+    # Downgrade (convertToClassicGroup): consumer tombstones, then a classic value at the group epoch.
+    downgrade = [tomb(8, "C0"), tomb(8, "N"), tomb(7, "C0"), tomb(7, "N"), tomb(6), tomb(5, "C0"), tomb(5, "N"),
+                 tomb(4), tomb(3), classic(6, [member("C0", "t0p0 t0p1"), member("N", "t0p2 t0p3")])]
+    snap, events = fold(snap, *downgrade)
+    assert events == [] and snap.group_type == CLASSIC and snap.recreations_total == 0
+    snap, [e] = fold(snap, classic(7, [member("C0", "t0p0 t0p1 t0p2 t0p3")]))
+    assert e.causes == ("members_left", "protocol_converted")
+    assert snap.rebalance_causes["protocol_converted"] == 2
+
+
+def test_cause_unknown_when_nothing_visible_changed():
+    snap = two_member_group()
+    snap, [e] = fold(snap, k3(3), k6(3))
+    assert e.causes == ("unknown",)
+    assert summarize(snap, T0).rebalance_causes == {"members_joined": 1, "unknown": 1}
+
+
+# ------------------------------------------------------------------ how members left
+
+
+def classic_pair(at: int) -> list[Record]:
+    both = [member("C0", "t0p0 t0p1"), member("C1", "t0p2 t0p3")]
+    return [classic(1, both, ts=at)]
+
+
+@pytest.mark.parametrize(("gap_ms", "expected"), [
+    (2_000, "left_cleanly"),       # leave(): committed on close, removed at once
+    (48_000, "session_timeout"),   # SIGKILL: removed 45 s after its last heartbeat
+    (310_000, "poll_timeout"),     # stopped polling: nothing committed for max.poll.interval.ms
+])
+def test_departure_classes_from_the_last_commit_on_the_leavers_partitions(gap_ms, expected):
+    rebalance_at = T0 + 1_000_000
+    snap, _ = fold(None, *classic_pair(T0))
+    # C1 committed on t0p2 gap_ms before; C0's later commits say nothing about C1.
+    commits = {("t0", 2): rebalance_at - gap_ms, ("t0", 3): rebalance_at - gap_ms - 10, ("t0", 0): rebalance_at}
+    snap, [e] = fold(snap, classic(2, [member("C0", "t0p0 t0p1 t0p2 t0p3")], ts=rebalance_at),
+                     t=rebalance_at + 50, commits=commits)
+    assert e.members_left == ("C1",) and e.departures == (expected,)
+    assert summarize(snap, T0).departures == {expected: 1}
+
+
+def test_departure_unknown_without_commits_and_in_empty_transitions():
+    snap, _ = fold(None, *classic_pair(T0))
+    snap, _ = fold(snap, classic(2, []), commits={("t0", 0): T0 - 1_000})
+    assert snap.departures == {"left_cleanly": 1, "unknown": 1}  # C1 never committed
+
+
+def test_kip848_departure_time_is_the_members_tombstone():
+    snap = two_member_group()
+    leave_at = T0 + 600_000
+    commits = {("payments", 1): leave_at - 50_000}  # B owned orders:2,3 and payments:1
+    snap, _ = fold(snap, tomb(8, "B"), tomb(7, "B"), tomb(5, "B"), k3(3), t=leave_at)
+    snap, [e] = fold(snap, k7("A", ALL_A), k6(3), t=leave_at + 400_000, commits=commits)
+    assert e.departures == ("session_timeout",)  # 50 s ≥ the broker's default 45 s, < 300 s
+    assert e.duration_ms == 400_000  # from the epoch bump to the target catching up
+
+
+def test_classify_departure_thresholds():
+    m = BoundaryMember("m", session_timeout_ms=10_000, rebalance_timeout_ms=60_000)
+    assert [classify_departure(m, 100_000 - gap, 100_000) for gap in (-5, 9_999, 10_000, 59_999, 60_000)] == [
+        "left_cleanly", "left_cleanly", "session_timeout", "session_timeout", "poll_timeout"]
+    assert classify_departure(m, None, 100_000) == "unknown"
+    assert set(DEPARTURES) == {"left_cleanly", "session_timeout", "poll_timeout", "unknown"}
+
+
+# ------------------------------------------------------------------ churn
+
+
+def test_member_churn_ranks_the_clients_coming_and_going_in_the_window():
+    snap, _ = fold(None, classic(1, [member("S-0", "t0p0 t0p1", client="steady"),
+                                     member("F-0", "t0p2 t0p3", client="flappy")]), t=T0)
+    generation = 1
+    for i in range(1, 4):  # "flappy" crashes and comes back three times
+        generation += 1
+        snap, _ = fold(snap, classic(generation, [member("S-0", "t0p0 t0p1 t0p2 t0p3", client="steady")]),
+                       t=T0 + i * 60_000)
+        generation += 1
+        snap, _ = fold(snap, classic(generation, [member("S-0", "t0p0 t0p1", client="steady"),
+                                                  member(f"F-{i}", "t0p2 t0p3", client="flappy")]),
+                       t=T0 + i * 60_000 + 1)
+    now = T0 + 4 * 60_000
+    assert summarize(snap, now).member_churn == (MemberChurn("flappy", "/10.0.0.1", 6),)
+    assert summarize(snap, now + CHURN_WINDOW_MS).member_churn == ()  # the window moved on
+    assert len(summarize(snap, now).member_churn) <= MEMBER_CHURN_CAP
+
+
+def test_member_churn_is_capped():
+    many = [member(f"M{i}", f"t0p{i}", client=f"c{i}") for i in range(MEMBER_CHURN_CAP + 5)]
+    snap, _ = fold(None, classic(1, many[:1]), classic(2, many))
+    churn = summarize(snap, T0).member_churn
+    assert len(churn) == MEMBER_CHURN_CAP and all(entry.count == 1 for entry in churn)
+
+
+# ------------------------------------------------------------------ the definition, on any sequence
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(RECORDS, max_size=25))
+def test_every_event_meets_the_definition(records):
+    snap = None
+    for i, record in enumerate(records):
+        before = snap.epoch_generation if snap is not None else None
+        snap, events = apply_record(snap, record, T0 + i, {})
+        for e in events:
+            assert e.member_count > 0 and e.new_generation != e.old_generation and e.old_generation == before
+            assert e.causes and set(e.causes) <= set(CAUSES)
+            assert len(e.departures) == len(e.members_left) == len(e.left_clients)
+            assert set(e.departures) <= {"unknown"}  # no commit known
+        if snap is not None:
+            assert sum(snap.rebalance_causes.values()) >= snap.rebalances_total
+            assert sum(snap.departures.values()) >= sum(len(e.members_left) for e in events)
+            assert len(snap.churn) <= 256
