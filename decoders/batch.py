@@ -306,3 +306,14 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
     columns.update(strings)
     columns["is_tombstone"] = pa.array(~value_col.valid)
     return pa.table([columns[field.name] for field in SCHEMA], schema=SCHEMA)
+
+
+def record_types(keys: BinaryColumn) -> np.ndarray:
+    """Each key's int16 record type, vectorised; -1 where the key is null or shorter than 2 bytes.
+
+    Lets a caller route rows by type before decoding anything (a type that no layout knows
+    still comes back as its number; ``decode`` says what is wrong with it).
+    """
+    column = _view(_as_binary(keys))
+    ok = column.valid & (column.length >= 2)
+    return np.where(ok, column.be(column.start, ">i2", ok), -1).astype(np.int16)

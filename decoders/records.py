@@ -8,41 +8,53 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
-# Record type numbers (the int16 key prefix) and the names Kafka gives their key schemas.
-RECORD_TYPE_NAMES: dict[int, str] = {
-    0: "LegacyOffsetCommit",
-    1: "OffsetCommit",
-    2: "GroupMetadata",
-    3: "ConsumerGroupMetadata",
-    4: "ConsumerGroupPartitionMetadata",
-    5: "ConsumerGroupMemberMetadata",
-    6: "ConsumerGroupTargetAssignmentMetadata",
-    7: "ConsumerGroupTargetAssignmentMember",
-    8: "ConsumerGroupCurrentMemberAssignment",
-    9: "ShareGroupPartitionMetadata",
-    10: "ShareGroupMemberMetadata",
-    11: "ShareGroupMetadata",
-    12: "ShareGroupTargetAssignmentMetadata",
-    13: "ShareGroupTargetAssignmentMember",
-    14: "ShareGroupCurrentMemberAssignment",
-    15: "ShareGroupStatePartitionMetadata",
-    16: "ConsumerGroupRegularExpression",
-    17: "StreamsGroupMetadata",
-    18: "StreamsGroupPartitionMetadata",
-    19: "StreamsGroupMemberMetadata",
-    20: "StreamsGroupTargetAssignmentMetadata",
-    21: "StreamsGroupTargetAssignmentMember",
-    22: "StreamsGroupCurrentMemberAssignment",
-    23: "StreamsGroupTopology",
-}
 
-OFFSET_COMMIT_TYPES = frozenset({0, 1})
-GROUP_METADATA_TYPE = 2
-CONSUMER_GROUP_TYPES = frozenset({3, 4, 5, 6, 7, 8, 16})
-SHARE_GROUP_TYPES = frozenset(range(9, 16))
-STREAMS_GROUP_TYPES = frozenset(range(17, 24))
+class RecordType(IntEnum):
+    """Record type numbers (the int16 key prefix); ``.kafka_name`` is Kafka's key schema name."""
+
+    LEGACY_OFFSET_COMMIT = 0
+    OFFSET_COMMIT = 1
+    GROUP_METADATA = 2
+    CONSUMER_GROUP_METADATA = 3
+    CONSUMER_GROUP_PARTITION_METADATA = 4
+    CONSUMER_GROUP_MEMBER_METADATA = 5
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+    SHARE_GROUP_PARTITION_METADATA = 9
+    SHARE_GROUP_MEMBER_METADATA = 10
+    SHARE_GROUP_METADATA = 11
+    SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+    SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+    SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+    SHARE_GROUP_STATE_PARTITION_METADATA = 15
+    CONSUMER_GROUP_REGULAR_EXPRESSION = 16
+    STREAMS_GROUP_METADATA = 17
+    STREAMS_GROUP_PARTITION_METADATA = 18
+    STREAMS_GROUP_MEMBER_METADATA = 19
+    STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
+    STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 21
+    STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
+    STREAMS_GROUP_TOPOLOGY = 23
+
+    @property
+    def kafka_name(self) -> str:
+        """Kafka's name for the key schema, e.g. ``OffsetCommit``."""
+        return "".join(word.capitalize() for word in self.name.split("_"))
+
+
+RECORD_TYPE_NAMES: dict[int, str] = {t.value: t.kafka_name for t in RecordType}
+
+OFFSET_COMMIT_TYPES = frozenset({RecordType.LEGACY_OFFSET_COMMIT, RecordType.OFFSET_COMMIT})
+GROUP_METADATA_TYPE = RecordType.GROUP_METADATA
+CONSUMER_GROUP_TYPES = frozenset({RecordType(t) for t in (3, 4, 5, 6, 7, 8, 16)})
+SHARE_GROUP_TYPES = frozenset(RecordType(t) for t in range(9, 16))
+STREAMS_GROUP_TYPES = frozenset(RecordType(t) for t in range(17, 24))
+# What the group stage folds: classic group metadata and the KIP-848 consumer-group records.
+GROUP_STATE_TYPES = frozenset({GROUP_METADATA_TYPE, *CONSUMER_GROUP_TYPES})
 
 
 class Struct(Mapping[str, Any]):

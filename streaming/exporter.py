@@ -1,296 +1,373 @@
-"""Prometheus exposition of group summaries, lag and job statistics.
+"""The Prometheus endpoint: group series from cached text, the job's own metrics from prometheus_client.
 
-:class:`MetricsStore` is a custom collector with its own ``CollectorRegistry``: it keeps
-the latest :class:`~streaming.state.GroupSummary` per group (absolute counters taken
-from the snapshots, so a job restarted from its checkpoint keeps them), log-end samples
-for lag, and the job's own counters, and renders them on each scrape. The batch thread
-and the lag poller thread both write to it, hence one lock. Label values are bounded by
-groups, members, topics and partitions: nothing per record.
+Group series mirror state the job keeps elsewhere, so they are rendered to text when a group
+changes (and lag series when log ends are polled) and a scrape only joins cached bytes (see
+:mod:`streaming.exposition`). The job's own counters, gauges and histogram are ordinary
+prometheus_client metrics in :attr:`Exporter.registry`. Label values are bounded by groups,
+members, topics and partitions (nothing per record); ``--max-series`` caps the group series
+and ``rebalance_monitor_series_dropped`` says how many a scrape left out.
 """
 
 from __future__ import annotations
 
-import bisect
+import gzip
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from wsgiref.simple_server import WSGIServer
+import time
+from collections.abc import Iterable, Mapping
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.metrics_core import Metric
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from decoders.records import RECORD_TYPE_NAMES
-from streaming.lag import DEFAULT_MAX_SAMPLES, LogEndHistory, TopicPartition, offset_lag
+from streaming.exposition import Family, FamilyCache, Lines, TopicPartition
+from streaming.groups import GroupOffsets
+from streaming.lag import LagTracker
 from streaming.state import GroupSummary
 
-# Micro-batches take from sub-second to minutes.
+disable_created_metrics()  # one *_created series per counter child doubles the job's lines for nothing used
+
+# Micro-batches take from a fraction of a second to minutes.
 BATCH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+LAG_GRANULARITIES = ("partition", "topic")
+
+G, C = "gauge", "counter"
+GROUP_FAMILIES = (
+    Family("kafka_consumergroup_generation", G, "Classic group generation, or KIP-848 group epoch."),
+    Family("kafka_consumergroup_rebalances_total", C,
+           "Rebalances seen: generation (classic) or target assignment epoch (KIP-848) changes."),
+    Family("kafka_consumergroup_last_rebalance_timestamp_seconds", G, "Time of the group's last rebalance."),
+    Family("kafka_consumergroup_members", G, "Members in the group."),
+    Family("kafka_consumergroup_info", G,
+           "Group description; always 1. Leader is the classic leader's instance id or member id."),
+    Family("kafka_consumergroup_state", G, "1 for the group's current state (Empty, Stable, Assigning, Reconciling)."),
+    Family("kafka_consumergroup_assigned_partitions", G,
+           "Partitions assigned to the group's members (KIP-848: current assignments)."),
+    Family("kafka_consumergroup_member_assigned_partitions", G,
+           "Partitions assigned to one member; member is the instance id of static members, else the member id."),
+    Family("kafka_consumergroup_assignment_imbalance_ratio", G,
+           "Busiest member's partitions over the mean per member; 1 is even."),
+    Family("kafka_consumergroup_partitions_moved_total", C, "Partitions whose owner changed across rebalances."),
+    Family("kafka_consumergroup_offset_commits_total", C, "Offset commit records written for the group."),
+)
+OFFSET_FAMILIES = (
+    Family("kafka_consumergroup_committed_offset", G,
+           "Latest committed offset (the next record the group will read); --lag-granularity partition only."),
+)
+LAG_FAMILIES = (
+    Family("kafka_consumergroup_lag", G,
+           "Records between the committed offset and the log end; --lag-granularity partition only."),
+    Family("kafka_consumergroup_lag_seconds", G,
+           "Seconds since the record at the committed offset (the next one the group reads) was written; "
+           "method=timestamp read from that record, interpolated where it is gone; --lag-granularity partition only."),
+    Family("kafka_consumergroup_topic_total_lag", G, "Sum of the group's lag over a topic's partitions."),
+    Family("kafka_consumergroup_topic_max_lag", G, "Largest lag of the group on one partition of a topic."),
+    Family("kafka_consumergroup_topic_max_lag_seconds", G, "Largest lag in seconds of the group on a topic."),
+    Family("kafka_consumergroup_total_lag", G, "Sum of the group's lag over every partition it committed."),
+    Family("kafka_consumergroup_max_lag", G, "Largest lag of the group on one partition."),
+    Family("kafka_consumergroup_max_lag_seconds", G, "Largest lag in seconds of the group on one partition."),
+)
+LOG_END_FAMILY = Family("kafka_topic_partition_log_end_offset", G,
+                        "Latest sampled log-end offset of a partition some group commits to.")
+POLL_TIMESTAMP_FAMILY = Family("rebalance_monitor_log_end_poll_timestamp_seconds", G,
+                               "When the lag poller last fetched log offsets; lag series go once it is stale.")
+POLL_ERRORS_FAMILY = Family("rebalance_monitor_log_end_poll_errors_total", C,
+                            "Lag poller failures by reason (a partition or a whole round).")
+OFFSETS_TOPIC_GAP_FAMILY = Family("rebalance_monitor_offsets_topic_unstable_offsets", G,
+                                  "High watermark minus last stable offset of an offsets-topic partition: records "
+                                  "a read_committed reader (this job) cannot see yet because a transaction is open.")
+OFFSETS_TOPIC_STUCK_FAMILY = Family("rebalance_monitor_offsets_topic_unstable_seconds", G,
+                                    "How long an offsets-topic partition's last stable offset has been held back.")
+_SUMMARY_NAMES = [f.name for f in GROUP_FAMILIES]
+_OFFSET_NAMES = [f.name for f in OFFSET_FAMILIES]
+_LAG_NAMES = [f.name for f in LAG_FAMILIES]
+_F = {f.name: f for f in (*GROUP_FAMILIES, *OFFSET_FAMILIES, *LAG_FAMILIES)}
 
 
-@dataclass
-class _JobStats:
-    records: Counter[str] = field(default_factory=Counter)
-    decode_errors: Counter[str] = field(default_factory=Counter)
-    bucket_counts: list[int] = field(default_factory=lambda: [0] * (len(BATCH_DURATION_BUCKETS) + 1))
-    duration_sum: float = 0.0
-    input_lag: int | None = None
-    last_batch_s: float | None = None
-    skipped_offsets: int = 0
+class Exporter:
+    """Group series (cached text), lag from polled log ends, and the job's own metrics."""
 
-
-class MetricsStore:
-    """The exporter's state and its Prometheus collector (see the module docstring)."""
-
-    def __init__(self, cluster: str, max_samples: int = DEFAULT_MAX_SAMPLES) -> None:
+    def __init__(self, cluster: str, lag: LagTracker, lag_granularity: str = "partition",
+                 max_series: int | None = None) -> None:
+        if lag_granularity not in LAG_GRANULARITIES:
+            raise ValueError(f"lag granularity must be one of {LAG_GRANULARITIES}, got {lag_granularity!r}")
         self.cluster = cluster
-        self.registry = CollectorRegistry(auto_describe=False)
+        self.per_partition = lag_granularity == "partition"
+        self.max_series = max_series
         self._lock = threading.Lock()
-        self._groups: dict[str, GroupSummary] = {}
-        self._history = LogEndHistory(max_samples)
-        self._job = _JobStats()
+        self._cache = FamilyCache((*GROUP_FAMILIES, *OFFSET_FAMILIES, *LAG_FAMILIES))
+        self._offsets: dict[str, dict[TopicPartition, int]] = {}
+        self.lag = lag
+        self._log_end_text = b""
+        self._lag_rendered_at = 0.0
+        self._lag_round: float | None = None
+        self._stop = threading.Event()
+        self._processed: dict[TopicPartition, int] = {}
         self._server: WSGIServer | None = None
-        self.registry.register(self)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._job_metrics()
 
-    # -- writers ------------------------------------------------------------------
+    def _job_metrics(self) -> None:
+        r, cluster = self.registry, ["cluster"]
+        self.records = Counter("rebalance_monitor_records", "__consumer_offsets records decoded, by record type.",
+                               [*cluster, "record_type"], registry=r)
+        self.decode_errors = Counter("rebalance_monitor_decode_errors",
+                                     "__consumer_offsets records that could not be decoded, by reason.",
+                                     [*cluster, "reason"], registry=r)
+        self.skipped_offsets = Counter("rebalance_monitor_skipped_offsets",
+                                       "__consumer_offsets offsets spanned by batches without a record "
+                                       "(compacted away, transaction markers, aborted commits).", cluster, registry=r)
+        self.batch_duration = Histogram("rebalance_monitor_batch_duration_seconds",
+                                        "Wall time of one streaming micro-batch.", cluster,
+                                        buckets=BATCH_DURATION_BUCKETS, registry=r)
+        self.input_lag_records = Gauge("rebalance_monitor_input_lag_records",
+                                       "Records of the source topic not yet processed: its polled log-end "
+                                       "offsets minus the offsets the last batch ended at.", cluster, registry=r)
+        self.input_lag_seconds = Gauge("rebalance_monitor_input_lag_seconds",
+                                       "How far behind the source topic the job is in time: now minus the "
+                                       "newest processed record's timestamp while records remain unread, else 0.",
+                                       cluster, registry=r)
+        self.last_batch = Gauge("rebalance_monitor_last_batch_timestamp_seconds",
+                                "When the query last made progress: a micro-batch finished, or a trigger found "
+                                "no new data (caught up).", cluster, registry=r)
+        self.groups_gauge = Gauge("rebalance_monitor_groups", "Groups the job currently exports.", cluster, registry=r)
+        self.series_gauge = Gauge("rebalance_monitor_series", "Group series in the last scrape.", cluster, registry=r)
+        self.series_dropped = Gauge("rebalance_monitor_series_dropped",
+                                    "Group series left out of the last scrape by --max-series.", cluster, registry=r)
+        self._newest_record_s: float | None = None
+        self.records_behind: int | None = None
 
-    def update_groups(self, summaries: Iterable[GroupSummary]) -> None:
-        """Replace the summaries of these groups (others are left as they are)."""
+    # -- writers (the batch thread) -------------------------------------------------
+
+    def update_group(self, summary: GroupSummary, offsets: GroupOffsets | None) -> None:
+        """Re-render one group's series from its summary and committed offsets."""
+        committed = {tp: entry.offset for tp, entry in offsets.offsets.items()} if offsets else {}
+        lines = Lines(self.cluster)
+        _summary_lines(lines, summary, offsets.commits_total if offsets else 0)
+        if self.per_partition:
+            for (topic, partition), offset in sorted(committed.items()):
+                lines.add(_F["kafka_consumergroup_committed_offset"],
+                          (("group", summary.group), ("topic", topic), ("partition", str(partition))), offset)
         with self._lock:
-            for summary in summaries:
-                self._groups[summary.group] = summary
+            self._offsets[summary.group] = committed
+            self._lag_lines(lines, summary.group, committed)
+            self._cache.put(summary.group, lines, (*_SUMMARY_NAMES, *_OFFSET_NAMES, *_LAG_NAMES))
 
-    def remove_groups(self, names: Iterable[str]) -> None:
-        """Forget deleted or expired groups: their series disappear from the next scrape."""
+    def remove_group(self, group: str) -> None:
+        """Forget a deleted or expired group: its series leave the next scrape."""
         with self._lock:
-            for name in names:
-                self._groups.pop(name, None)
-            self._history.retain(self._tracked())
+            self._cache.remove(group)
+            self._offsets.pop(group, None)
 
-    def set_log_end_offsets(self, log_ends: Mapping[TopicPartition, int], now: float) -> None:
-        """Record a log-end sample taken at ``now`` (seconds since the epoch)."""
+    def count_records(self, by_type: Mapping[int, int], newest_record_ms: int | None = None) -> None:
+        for record_type, count in by_type.items():
+            self.records.labels(self.cluster, RECORD_TYPE_NAMES.get(record_type, f"Unknown{record_type}")).inc(count)
+        if newest_record_ms:
+            with self._lock:
+                self._newest_record_s = max(self._newest_record_s or 0.0, newest_record_ms / 1000)
+
+    def count_decode_errors(self, by_reason: Mapping[str, int]) -> None:
+        for reason, count in by_reason.items():
+            self.decode_errors.labels(self.cluster, reason).inc(count)
+
+    def observe_batch(self, seconds: float, skipped_offsets: int, processed: Mapping[TopicPartition, int],
+                      finished_at: float) -> None:
+        """One micro-batch's progress: duration, offsets spanned without a record, where it ended."""
+        self.batch_duration.labels(self.cluster).observe(seconds)
+        self.skipped_offsets.labels(self.cluster).inc(skipped_offsets)
+        self.last_batch.labels(self.cluster).set(finished_at)
         with self._lock:
-            self._history.record(log_ends, now)
-            self._history.retain(self._tracked())
+            self._processed.update(processed)
+            self._update_input_lag(finished_at)
 
-    def add_records(self, counts_by_type: Mapping[int | str, int]) -> None:
-        """Count decoded records; integer record types are labelled by Kafka's name."""
+    def observe_idle(self, at: float) -> None:
+        """A trigger found no new data: the query is alive and caught up with what it saw."""
+        self.last_batch.labels(self.cluster).set(at)
+
+    # -- lag (its own thread) -----------------------------------------------------------
+
+    def refresh_lag(self, now: float | None = None) -> None:
+        """Tell the tracker what to poll and re-render every group's lag series from it.
+
+        Runs after each poll round, and in between often enough that a series whose log-end
+        sample goes stale leaves the next scrape instead of showing an old number.
+        """
+        now = time.time() if now is None else now
         with self._lock:
-            for record_type, count in counts_by_type.items():
-                label = RECORD_TYPE_NAMES.get(record_type, f"Unknown{record_type}") if isinstance(
-                    record_type, int
-                ) else record_type
-                self._job.records[label] += int(count)
-
-    def add_decode_errors(self, counts_by_reason: Mapping[str, int]) -> None:
+            committed = {(t, p, o) for offsets in self._offsets.values() for (t, p), o in offsets.items()}
+            source = set(self._processed)
+        self.lag.set_wanted(committed, source)
         with self._lock:
-            for reason, count in counts_by_reason.items():
-                self._job.decode_errors[reason] += int(count)
+            for group, offsets in self._offsets.items():
+                lines = Lines(self.cluster)
+                self._lag_lines(lines, group, offsets)
+                self._cache.put(group, lines, _LAG_NAMES)
+            ends = Lines(self.cluster)
+            for topic, partition in sorted({(t, p) for t, p, _ in committed}):
+                found = self.lag.lag_uncommitted(topic, partition)
+                if found is not None:
+                    ends.add(LOG_END_FAMILY, (("topic", topic), ("partition", str(partition))), found.log_end)
+            self._log_end_text = ends.encoded().get(LOG_END_FAMILY.name, b"")
+            self._update_input_lag(now)
+            self._lag_rendered_at, self._lag_round = now, self.lag.last_round_at()
 
-    def add_skipped_offsets(self, count: int) -> None:
-        """Count input offsets a batch spanned without a record (compacted away, transaction markers)."""
+    def _lag_loop(self, period_s: float) -> None:
+        while not self._stop.wait(1.0):
+            now = time.time()
+            if self.lag.last_round_at() != self._lag_round or now - self._lag_rendered_at >= period_s:
+                self.refresh_lag(now)
+
+    def start_lag_refresh(self) -> None:
+        """Re-render lag after every poll round and at least every third of the staleness limit."""
+        period = max(1.0, self.lag.stale_after_s / 3)
+        threading.Thread(target=self._lag_loop, args=(period,), daemon=True, name="lag-render").start()
+
+    # -- readers ----------------------------------------------------------------------
+
+    def group_text(self, group: str) -> bytes:
+        """The text a scrape serves for one group (what the latency benchmark watches)."""
         with self._lock:
-            self._job.skipped_offsets += int(count)
+            return self._cache.group_text(group)
 
-    def observe_batch(
-        self, seconds: float, input_lag: int | None = None, timestamp: float | None = None
-    ) -> None:
-        """Record one micro-batch: its duration, records still unread, and when it ended."""
+    def render(self) -> bytes:
         with self._lock:
-            job = self._job
-            job.bucket_counts[bisect.bisect_left(BATCH_DURATION_BUCKETS, seconds)] += 1
-            job.duration_sum += seconds
-            if input_lag is not None:
-                job.input_lag = int(input_lag)
-            if timestamp is not None:
-                job.last_batch_s = timestamp
+            chunks, kept, dropped = self._cache.render(self.max_series)
+            log_ends = self._log_end_text
+            self.groups_gauge.labels(self.cluster).set(len(self._offsets))
+        self.series_gauge.labels(self.cluster).set(kept)
+        self.series_dropped.labels(self.cluster).set(dropped)
+        return b"".join([*chunks, LOG_END_FAMILY.header, log_ends, self._poller_text(), generate_latest(self.registry)])
 
-    # -- readers ------------------------------------------------------------------
+    def _poller_text(self) -> bytes:
+        """The lag poller's health and the offsets topic's open transactions (state the tracker keeps)."""
+        lines = Lines(self.cluster)
+        last_round = self.lag.last_round_at()
+        for reason, count in sorted(self.lag.errors().items()):
+            lines.add(POLL_ERRORS_FAMILY, (("reason", reason),), count)
+        for partition, gap in sorted(self.lag.offsets_topic_gaps().items()):
+            labels = (("partition", str(partition)),)
+            lines.add(OFFSETS_TOPIC_GAP_FAMILY, labels, gap.gap)
+            if gap.stuck_since is not None:
+                lines.add(OFFSETS_TOPIC_STUCK_FAMILY, labels, max(0.0, time.time() - gap.stuck_since))
+        text = lines.encoded()
+        chunks = [POLL_TIMESTAMP_FAMILY.header]
+        if last_round is not None:
+            chunks.append(f'{POLL_TIMESTAMP_FAMILY.name}{{{lines.prefix}}} {last_round!r}\n'.encode())
+        for family in (POLL_ERRORS_FAMILY, OFFSETS_TOPIC_GAP_FAMILY, OFFSETS_TOPIC_STUCK_FAMILY):
+            chunks += [family.header, text.get(family.name, b"")]
+        return b"".join(chunks)
 
-    def group_summaries(self) -> list[GroupSummary]:
-        """The summaries currently exported, by group name (the job persists them across restarts)."""
-        with self._lock:
-            return [self._groups[name] for name in sorted(self._groups)]
+    # -- internals ----------------------------------------------------------------------
 
-    def tracked_partitions(self) -> set[TopicPartition]:
-        """Partitions some group has committed offsets for: what the lag poller should fetch."""
-        with self._lock:
-            return self._tracked()
+    def _lag_lines(self, lines: Lines, group: str, committed: Mapping[TopicPartition, int]) -> None:
+        """Per-partition lag (partition granularity) and per-topic / per-group aggregates.
 
-    def _tracked(self) -> set[TopicPartition]:
-        return {(o.topic, o.partition) for s in self._groups.values() for o in s.offsets}
+        A partition without a fresh log-end sample has no lag series (never a stale number).
+        """
+        per_topic: dict[str, list[tuple[int, float | None]]] = {}
+        for (topic, partition), offset in sorted(committed.items()):
+            found = self.lag.lag(topic, partition, offset)
+            if found is None:
+                continue
+            lag = max(0, found.lag)
+            per_topic.setdefault(topic, []).append((lag, found.seconds))
+            if self.per_partition:
+                labels = (("group", group), ("topic", topic), ("partition", str(partition)))
+                lines.add(_F["kafka_consumergroup_lag"], labels, lag)
+                if found.seconds is not None:
+                    lines.add(_F["kafka_consumergroup_lag_seconds"], (*labels, ("method", found.seconds_method or "")),
+                              found.seconds)
+        everything: list[tuple[int, float | None]] = []
+        for topic, rows in per_topic.items():
+            labels = (("group", group), ("topic", topic))
+            _aggregates(lines, labels, rows, "kafka_consumergroup_topic_")
+            everything.extend(rows)
+        if everything:
+            _aggregates(lines, (("group", group),), everything, "kafka_consumergroup_")
 
-    def serve(self, host: str = "0.0.0.0", port: int = 9108) -> int:
+    def _update_input_lag(self, now: float) -> None:
+        behind = 0
+        for (topic, partition), processed in self._processed.items():
+            found = self.lag.lag_uncommitted(topic, partition)
+            if found is not None:
+                behind += max(0, found.log_end - processed)
+        self.records_behind = behind
+        self.input_lag_records.labels(self.cluster).set(behind)
+        seconds = max(0.0, now - self._newest_record_s) if behind and self._newest_record_s else 0.0
+        self.input_lag_seconds.labels(self.cluster).set(seconds)
+
+    # -- serving ------------------------------------------------------------------------
+
+    def serve(self, host: str = "0.0.0.0", port: int = 0) -> int:
         """Serve ``/metrics`` from a daemon thread; returns the bound port (so 0 works)."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        server = make_server(host, port, self._wsgi, _ThreadingServer, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, daemon=True, name="metrics-http").start()
         self._server = server
         return server.server_port
 
+    def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found: /metrics serves the metrics\n"]
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Content-Type", "text/plain"), ("Allow", "GET, HEAD")])
+            return [b"read-only endpoint\n"]
+        started = time.monotonic()
+        body = self.render()
+        headers = [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]
+        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+            body = gzip.compress(body, compresslevel=1)
+            headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(len(body))))
+        headers.append(("X-Render-Seconds", f"{time.monotonic() - started:.3f}"))
+        start_response("200 OK", headers)
+        return [body]
+
     def close(self) -> None:
-        """Stop the HTTP server started by :meth:`serve`."""
+        self._stop.set()
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
             server.server_close()
 
-    # -- collector ----------------------------------------------------------------
 
-    def collect(self) -> Iterator[Metric]:
-        with self._lock:
-            groups = [self._groups[name] for name in sorted(self._groups)]
-            lag_rows = self._lag_rows(groups)
-            log_ends = [(tp, self._history.latest(tp)) for tp in self._history.partitions()]
-            job = _JobStats(
-                Counter(self._job.records),
-                Counter(self._job.decode_errors),
-                list(self._job.bucket_counts),
-                self._job.duration_sum,
-                self._job.input_lag,
-                self._job.last_batch_s,
-                self._job.skipped_offsets,
-            )
-        yield from self._group_families(groups)
-        yield from self._offset_families(groups, lag_rows, log_ends)
-        yield from self._job_families(job)
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
 
-    def _lag_rows(self, groups: list[GroupSummary]) -> list[tuple[str, str, int, int, float | None]]:
-        rows = []
-        for summary in groups:
-            for o in summary.offsets:
-                end = self._history.latest((o.topic, o.partition))
-                if end is not None:
-                    seconds = self._history.lag_seconds((o.topic, o.partition), o.offset)
-                    rows.append((summary.group, o.topic, o.partition, offset_lag(end, o.offset), seconds))
-        return rows
 
-    def _family(self, kind: Callable[..., Metric], name: str, doc: str, labels: list[str]) -> Metric:
-        return kind(name, doc, labels=["cluster", *labels])
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
-    def _group_families(self, groups: list[GroupSummary]) -> Iterator[Metric]:
-        c = self.cluster
-        gauge, counter = GaugeMetricFamily, CounterMetricFamily
-        generation = self._family(
-            gauge, "kafka_consumergroup_generation",
-            "Classic group generation, or KIP-848 group epoch.", ["group"])
-        rebalances = self._family(
-            counter, "kafka_consumergroup_rebalances_total",
-            "Rebalances seen: generation (classic) or target assignment epoch (KIP-848) changes.", ["group"])
-        last_rebalance = self._family(
-            gauge, "kafka_consumergroup_last_rebalance_timestamp_seconds",
-            "Time of the group's last rebalance.", ["group"])
-        members = self._family(
-            gauge, "kafka_consumergroup_members", "Members in the group.", ["group"])
-        info = self._family(
-            gauge, "kafka_consumergroup_info",
-            "Group description; always 1. Leader is the classic leader's instance id or member id.",
-            ["group", "group_type", "protocol_type", "protocol", "leader"])
-        state = self._family(
-            gauge, "kafka_consumergroup_state",
-            "1 for the group's current state (Empty, Stable, Assigning, Reconciling).", ["group", "state"])
-        assigned = self._family(
-            gauge, "kafka_consumergroup_assigned_partitions",
-            "Partitions assigned to the group's members (KIP-848: current assignments).", ["group"])
-        member_assigned = self._family(
-            gauge, "kafka_consumergroup_member_assigned_partitions",
-            "Partitions assigned to one member; member is the instance id of static members, "
-            "else the member id.", ["group", "member", "client_id", "client_host"])
-        imbalance = self._family(
-            gauge, "kafka_consumergroup_assignment_imbalance_ratio",
-            "Busiest member's partitions over the mean per member; 1 is even.", ["group"])
-        moved = self._family(
-            counter, "kafka_consumergroup_partitions_moved_total",
-            "Partitions whose owner changed across rebalances.", ["group"])
-        commits = self._family(
-            counter, "kafka_consumergroup_offset_commits_total",
-            "Offset commit records written for the group.", ["group"])
-        for s in groups:
-            g = s.group
-            if s.generation is not None:
-                generation.add_metric([c, g], s.generation)
-            rebalances.add_metric([c, g], s.rebalances_total)
-            if s.last_rebalance_ms is not None:
-                last_rebalance.add_metric([c, g], s.last_rebalance_ms / 1000)
-            members.add_metric([c, g], s.member_count)
-            info.add_metric([c, g, s.group_type, s.protocol_type, s.protocol, s.leader], 1)
-            state.add_metric([c, g, s.state], 1)
-            assigned.add_metric([c, g], s.assigned_partitions)
-            for m in s.members:
-                member_labels = [c, g, m.member, m.client_id, m.client_host]
-                member_assigned.add_metric(member_labels, m.assigned_partitions)
-            if s.imbalance_ratio is not None:
-                imbalance.add_metric([c, g], s.imbalance_ratio)
-            moved.add_metric([c, g], s.partitions_moved_total)
-            commits.add_metric([c, g], s.offset_commits_total)
-        yield from (generation, rebalances, last_rebalance, members, info, state, assigned,
-                    member_assigned, imbalance, moved, commits)
 
-    def _offset_families(
-        self,
-        groups: list[GroupSummary],
-        lag_rows: list[tuple[str, str, int, int, float | None]],
-        log_ends: list[tuple[TopicPartition, int | None]],
-    ) -> Iterator[Metric]:
-        c = self.cluster
-        labels = ["group", "topic", "partition"]
-        committed = self._family(
-            GaugeMetricFamily, "kafka_consumergroup_committed_offset",
-            "Latest committed offset (the next record the group will read).", labels)
-        lag = self._family(
-            GaugeMetricFamily, "kafka_consumergroup_lag",
-            "Records between the committed offset and the log end.", labels)
-        lag_seconds = self._family(
-            GaugeMetricFamily, "kafka_consumergroup_lag_seconds",
-            "Estimated seconds since the log end was at the committed offset "
-            "(interpolated from sampled log-end offsets).", labels)
-        log_end = self._family(
-            GaugeMetricFamily, "kafka_topic_partition_log_end_offset",
-            "Latest sampled log-end offset of a partition some group commits to.", ["topic", "partition"])
-        for s in groups:
-            for o in s.offsets:
-                committed.add_metric([c, s.group, o.topic, str(o.partition)], o.offset)
-        for group, topic, partition, records, seconds in lag_rows:
-            lag.add_metric([c, group, topic, str(partition)], records)
-            if seconds is not None:
-                lag_seconds.add_metric([c, group, topic, str(partition)], seconds)
-        for (topic, partition), end in log_ends:
-            if end is not None:
-                log_end.add_metric([c, topic, str(partition)], end)
-        yield from (committed, lag, lag_seconds, log_end)
+def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:
+    g = (("group", s.group),)
+    if s.generation is not None:
+        lines.add(_F["kafka_consumergroup_generation"], g, s.generation)
+    lines.add(_F["kafka_consumergroup_rebalances_total"], g, s.rebalances_total)
+    if s.last_rebalance_ms is not None:
+        lines.add(_F["kafka_consumergroup_last_rebalance_timestamp_seconds"], g, s.last_rebalance_ms / 1000)
+    lines.add(_F["kafka_consumergroup_members"], g, s.member_count)
+    lines.add(_F["kafka_consumergroup_info"], (*g, ("group_type", s.group_type), ("protocol_type", s.protocol_type),
+                                              ("protocol", s.protocol), ("leader", s.leader)), 1)
+    lines.add(_F["kafka_consumergroup_state"], (*g, ("state", s.state)), 1)
+    lines.add(_F["kafka_consumergroup_assigned_partitions"], g, s.assigned_partitions)
+    for m in s.members:
+        lines.add(_F["kafka_consumergroup_member_assigned_partitions"],
+                  (*g, ("member", m.member), ("client_id", m.client_id), ("client_host", m.client_host)),
+                  m.assigned_partitions)
+    if s.imbalance_ratio is not None:
+        lines.add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
+    lines.add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)
+    lines.add(_F["kafka_consumergroup_offset_commits_total"], g, commits_total)
 
-    def _job_families(self, job: _JobStats) -> Iterator[Metric]:
-        c = self.cluster
-        records = self._family(
-            CounterMetricFamily, "rebalance_monitor_records_total",
-            "__consumer_offsets records decoded, by record type.", ["record_type"])
-        for record_type, count in sorted(job.records.items()):
-            records.add_metric([c, record_type], count)
-        errors = self._family(
-            CounterMetricFamily, "rebalance_monitor_decode_errors_total",
-            "__consumer_offsets records that could not be decoded, by reason.", ["reason"])
-        for reason, count in sorted(job.decode_errors.items()):
-            errors.add_metric([c, reason], count)
-        skipped = self._family(
-            CounterMetricFamily, "rebalance_monitor_skipped_offsets_total",
-            "__consumer_offsets offsets spanned by batches without a record "
-            "(compacted away, transaction markers, aborted commits).", [])
-        skipped.add_metric([c], job.skipped_offsets)
-        duration = self._family(
-            HistogramMetricFamily, "rebalance_monitor_batch_duration_seconds",
-            "Wall time of one streaming micro-batch.", [])
-        cumulative, buckets = 0, []
-        for bound, count in zip((*BATCH_DURATION_BUCKETS, float("inf")), job.bucket_counts, strict=True):
-            cumulative += count
-            buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-        duration.add_metric([c], buckets, job.duration_sum)
-        input_lag = self._family(
-            GaugeMetricFamily, "rebalance_monitor_input_lag_records",
-            "__consumer_offsets records not yet processed after the last batch.", [])
-        if job.input_lag is not None:
-            input_lag.add_metric([c], job.input_lag)
-        last_batch = self._family(
-            GaugeMetricFamily, "rebalance_monitor_last_batch_timestamp_seconds",
-            "When the last micro-batch finished.", [])
-        if job.last_batch_s is not None:
-            last_batch.add_metric([c], job.last_batch_s)
-        yield from (records, errors, skipped, duration, input_lag, last_batch)
+
+def _aggregates(lines: Lines, labels: tuple[tuple[str, str], ...], rows: list[tuple[int, float | None]],
+                prefix: str) -> None:
+    lags = [lag for lag, _ in rows]
+    lines.add(_F[f"{prefix}total_lag"], labels, sum(lags))
+    lines.add(_F[f"{prefix}max_lag"], labels, max(lags))
+    seconds = [s for _, s in rows if s is not None]
+    if seconds:
+        lines.add(_F[f"{prefix}max_lag_seconds"], labels, max(seconds))

@@ -1,18 +1,21 @@
-"""Prometheus exposition: names, labels, HELP, values, removal, serving, concurrency."""
+"""Prometheus exposition: names, labels, HELP, values, removal, limits, serving, concurrency."""
 
 from __future__ import annotations
 
+import gzip
 import threading
+import urllib.error
 import urllib.request
 from collections import defaultdict
 
 import pytest
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from decoders.records import Record, Struct
-from streaming.exporter import MetricsStore
-from streaming.state import OffsetCommit, apply_offset_commits, apply_record, summarize
+from streaming.exporter import Exporter
+from streaming.groups import CommittedOffset, GroupOffsets
+from streaming.lag import LagTracker
+from streaming.state import apply_record, summarize
 
 T0 = 1_700_000_000_000
 
@@ -37,16 +40,18 @@ def classic(group: str, generation: int, members: list[Struct], ts: int) -> Reco
 
 
 def orders_summary():
-    """Group ``orders``: a rebalance from 2 to 3 members, and two committed offsets."""
+    """Group ``orders``: a rebalance from 2 to 3 members."""
     first = [member("C0", {"t0": [0, 1]}), member("C1", {"t0": [2]})]
     snap, _ = apply_record(None, classic("orders", 1, first, T0), T0)
     snap, events = apply_record(snap, classic("orders", 2, [
         member("C0", {"t0": [0]}), member("C1", {"t0": [2]}), member("C2", {"t0": [1]}, instance="i-2"),
     ], T0 + 60_000), T0 + 60_000)
     assert len(events) == 1
-    snap = apply_offset_commits(snap, "orders", [OffsetCommit("t0", 0, 150, T0, None, T0),
-                                                 OffsetCommit("t0", 1, 200, T0, None, T0)], 5)
     return summarize(snap, T0 + 61_000)
+
+
+ORDERS_OFFSETS = GroupOffsets({("t0", 0): CommittedOffset(150, T0), ("t0", 1): CommittedOffset(200, T0),
+                               ("t1", 0): CommittedOffset(5, T0)}, commits_total=5, last_commit_ms=T0)
 
 
 def kip848_summary():
@@ -68,15 +73,27 @@ def kip848_summary():
     return summarize(snap, T0)
 
 
-def scrape(store: MetricsStore):
-    """(samples by exposed name → [(labels, value)], HELP by family name, raw text)."""
-    text = generate_latest(store.registry).decode()
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def parse(text: str):
+    """(samples by exposed name → [(labels, value)], HELP by family name)."""
     samples, helps = defaultdict(list), {}
     for family in text_string_to_metric_families(text):
         helps[family.name] = family.documentation
         for s in family.samples:
             samples[s.name].append((s.labels, s.value))
-    return samples, helps, text
+    return samples, helps
+
+
+def scrape(exporter: Exporter):
+    text = exporter.render().decode()
+    return (*parse(text), text)
 
 
 def value(samples, name: str, **labels) -> float:
@@ -92,40 +109,55 @@ EXPOSED = {
     "kafka_consumergroup_member_assigned_partitions", "kafka_consumergroup_assignment_imbalance_ratio",
     "kafka_consumergroup_partitions_moved_total", "kafka_consumergroup_committed_offset",
     "kafka_consumergroup_offset_commits_total", "kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds",
+    "kafka_consumergroup_topic_total_lag", "kafka_consumergroup_topic_max_lag",
+    "kafka_consumergroup_topic_max_lag_seconds", "kafka_consumergroup_total_lag", "kafka_consumergroup_max_lag",
+    "kafka_consumergroup_max_lag_seconds",
     "kafka_topic_partition_log_end_offset", "rebalance_monitor_records_total",
     "rebalance_monitor_decode_errors_total", "rebalance_monitor_skipped_offsets_total",
     "rebalance_monitor_batch_duration_seconds_bucket", "rebalance_monitor_batch_duration_seconds_count",
     "rebalance_monitor_batch_duration_seconds_sum", "rebalance_monitor_input_lag_records",
-    "rebalance_monitor_last_batch_timestamp_seconds",
+    "rebalance_monitor_input_lag_seconds", "rebalance_monitor_last_batch_timestamp_seconds",
+    "rebalance_monitor_groups", "rebalance_monitor_series", "rebalance_monitor_series_dropped",
+    "rebalance_monitor_log_end_poll_timestamp_seconds",
 }
+NOW = 1_700_000_100.0
+
+
+def make_exporter(granularity: str = "partition", max_series: int | None = None) -> tuple[Exporter, Clock]:
+    clock = Clock(NOW)
+    tracker = LagTracker(interval_s=10, clock=clock)
+    exporter = Exporter("prod-eu", tracker, granularity, max_series)
+    exporter.update_group(orders_summary(), ORDERS_OFFSETS)
+    exporter.update_group(kip848_summary(), None)
+    # the source topic is tracked for the job's own input lag: 40 records past where the last batch ended
+    exporter.observe_batch(0.3, 1, {("offsets", 0): 1000}, 1_700_000_000.5)
+    exporter.observe_batch(7.0, 2, {("offsets", 0): 1060}, 1_700_000_010.5)
+    exporter.refresh_lag(NOW)  # tells the tracker what to poll
+    tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("offsets", 0): (0, 1100)}, NOW - 1)
+    tracker.record_round(NOW - 1, {})
+    exporter.count_records({1: 5, 2: 2}, newest_record_ms=int((NOW - 30) * 1000))
+    exporter.count_records({1: 1, 3: 1})
+    exporter.count_decode_errors({"truncated_value": 2})
+    exporter.refresh_lag(NOW)
+    return exporter, clock
 
 
 @pytest.fixture
-def store() -> MetricsStore:
-    store = MetricsStore("prod-eu")
-    store.update_groups([orders_summary(), kip848_summary()])
-    store.set_log_end_offsets({("t0", 0): 100, ("t0", 1): 180}, 1000.0)
-    store.set_log_end_offsets({("t0", 0): 200, ("t0", 1): 190}, 1010.0)
-    store.add_records({1: 5, 2: 2})
-    store.add_records({1: 1, "ConsumerGroupMetadata": 1})
-    store.add_decode_errors({"truncated_value": 2})
-    store.add_skipped_offsets(3)
-    store.observe_batch(0.3, 42, 1_700_000_000.5)
-    store.observe_batch(7.0, 40, 1_700_000_010.5)
-    return store
+def exporter() -> Exporter:
+    return make_exporter()[0]
 
 
-def test_every_series_is_named_labelled_and_documented(store):
-    samples, helps, text = scrape(store)
+def test_every_series_is_named_labelled_and_documented(exporter):
+    samples, helps, text = scrape(exporter)
     assert set(samples) == EXPOSED
     assert all(doc.strip() for doc in helps.values())
-    assert text.count("# HELP ") == len(helps)
+    assert text.count("# HELP ") == len(helps) == text.count("# TYPE ")
     for name, series in samples.items():
         assert all(labels.get("cluster") == "prod-eu" for labels, _ in series), name
 
 
-def test_group_series(store):
-    samples, _, _ = scrape(store)
+def test_group_series(exporter):
+    samples, _, _ = scrape(exporter)
     g = {"group": "orders"}
     assert value(samples, "kafka_consumergroup_generation", **g) == 2
     assert value(samples, "kafka_consumergroup_rebalances_total", **g) == 1
@@ -152,22 +184,45 @@ def test_group_series(store):
     assert len([lab for lab, _ in samples["kafka_consumergroup_state"] if lab["group"] == "orders"]) == 1
 
 
-def test_offset_and_lag_series(store):
-    samples, _, _ = scrape(store)
+def test_offset_and_lag_series(exporter):
+    samples, _, _ = scrape(exporter)
     p0 = {"group": "orders", "topic": "t0", "partition": 0}
     p1 = {"group": "orders", "topic": "t0", "partition": 1}
     assert value(samples, "kafka_consumergroup_committed_offset", **p0) == 150
     assert value(samples, "kafka_consumergroup_lag", **p0) == 50
-    # the log end was at 150 at t=1005, half way between the samples
-    assert value(samples, "kafka_consumergroup_lag_seconds", **p0) == pytest.approx(5.0)
-    assert value(samples, "kafka_consumergroup_lag", **p1) == 0  # committed ahead of the sampled log end
+    assert value(samples, "kafka_consumergroup_lag", **p1) == 0  # committed ahead of the log end
     assert value(samples, "kafka_consumergroup_lag_seconds", **p1) == 0
     assert value(samples, "kafka_topic_partition_log_end_offset", topic="t0", partition=0) == 200
+    # t1 was never polled: no lag series at all, and it is in no aggregate
+    assert not [lab for lab, _ in samples["kafka_consumergroup_lag"] if lab["topic"] == "t1"]
+    assert value(samples, "kafka_consumergroup_topic_total_lag", group="orders", topic="t0") == 50
+    assert value(samples, "kafka_consumergroup_topic_max_lag", group="orders", topic="t0") == 50
+    assert value(samples, "kafka_consumergroup_total_lag", group="orders") == 50
+    assert value(samples, "kafka_consumergroup_max_lag", group="orders") == 50
     assert {lab["group"] for lab, _ in samples["kafka_consumergroup_lag"]} == {"orders"}
 
 
-def test_job_series(store):
-    samples, _, _ = scrape(store)
+def test_topic_granularity_keeps_only_aggregates():
+    exporter, _ = make_exporter("topic")
+    samples, _, _ = scrape(exporter)
+    for name in ("kafka_consumergroup_committed_offset", "kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds"):
+        assert not samples[name], name
+    assert value(samples, "kafka_consumergroup_topic_total_lag", group="orders", topic="t0") == 50
+    assert value(samples, "kafka_consumergroup_max_lag", group="orders") == 50
+
+
+def test_stale_log_ends_withdraw_lag_instead_of_showing_it(exporter):
+    clock = exporter.lag._clock
+    clock.now = NOW + 3600  # the poller stopped an hour ago
+    exporter.refresh_lag(clock.now)
+    samples, _, _ = scrape(exporter)
+    assert not samples["kafka_consumergroup_lag"] and not samples["kafka_consumergroup_total_lag"]
+    assert value(samples, "kafka_consumergroup_committed_offset", group="orders", topic="t0", partition=0) == 150
+    assert value(samples, "rebalance_monitor_log_end_poll_timestamp_seconds") == NOW - 1
+
+
+def test_job_series(exporter):
+    samples, _, _ = scrape(exporter)
     assert value(samples, "rebalance_monitor_records_total", record_type="OffsetCommit") == 6
     assert value(samples, "rebalance_monitor_records_total", record_type="GroupMetadata") == 2
     assert value(samples, "rebalance_monitor_records_total", record_type="ConsumerGroupMetadata") == 1
@@ -178,47 +233,78 @@ def test_job_series(store):
     assert value(samples, "rebalance_monitor_batch_duration_seconds_bucket", le="0.5") == 1
     assert value(samples, "rebalance_monitor_batch_duration_seconds_bucket", le="10.0") == 2
     assert value(samples, "rebalance_monitor_batch_duration_seconds_bucket", le="+Inf") == 2
-    assert value(samples, "rebalance_monitor_input_lag_records") == 40
+    assert value(samples, "rebalance_monitor_input_lag_records") == 40  # log end 1100 - processed 1060
+    assert value(samples, "rebalance_monitor_input_lag_seconds") == pytest.approx(30, abs=1)
     assert value(samples, "rebalance_monitor_last_batch_timestamp_seconds") == 1_700_000_010.5
+    assert value(samples, "rebalance_monitor_groups") == 2
+    assert value(samples, "rebalance_monitor_series_dropped") == 0
 
 
-def test_removed_groups_vanish(store):
-    assert store.tracked_partitions() == {("t0", 0), ("t0", 1)}
-    store.remove_groups(["orders", "never-seen"])
-    samples, _, text = scrape(store)
+def test_removed_groups_vanish(exporter):
+    exporter.remove_group("orders")
+    exporter.remove_group("never-seen")
+    exporter.refresh_lag(NOW)
+    samples, _, text = scrape(exporter)
     assert "orders" not in text
-    assert not samples["kafka_topic_partition_log_end_offset"]  # nobody tracks t0 any more
-    assert store.tracked_partitions() == set()
-    assert [s.group for s in store.group_summaries()] == ["kip"]
+    assert not samples["kafka_topic_partition_log_end_offset"]  # nobody commits to t0 any more
     assert value(samples, "kafka_consumergroup_generation", group="kip") == 4
 
 
-def test_updates_replace_a_groups_summary(store):
+def test_updates_replace_a_groups_series(exporter):
     updated = orders_summary()
-    store.update_groups([type(updated)(**{**updated.__dict__, "rebalances_total": 9})])
-    samples, _, _ = scrape(store)
+    exporter.update_group(type(updated)(**{**updated.__dict__, "rebalances_total": 9}), ORDERS_OFFSETS)
+    samples, _, _ = scrape(exporter)
     assert value(samples, "kafka_consumergroup_rebalances_total", group="orders") == 9
+    assert value(samples, "kafka_consumergroup_lag", group="orders", topic="t0", partition=0) == 50
 
 
-def test_empty_store_still_documents_its_families():
-    samples, helps, _ = scrape(MetricsStore("c"))
+def test_series_limit_drops_whole_groups_and_says_so():
+    full, _ = make_exporter()
+    group_series = int(value(scrape(full)[0], "rebalance_monitor_series"))
+    limited, _ = make_exporter(max_series=group_series - 1)
+    samples, _, text = scrape(limited)
+    assert 'group="kip"' not in text  # kip came second: left out whole, never half a group
+    assert value(samples, "kafka_consumergroup_generation", group="orders") == 2
+    dropped = value(samples, "rebalance_monitor_series_dropped")
+    assert dropped > 0 and value(samples, "rebalance_monitor_series") + dropped == group_series
+
+
+def test_label_values_are_escaped():
+    exporter, _ = make_exporter()
+    summary = orders_summary()
+    exporter.update_group(type(summary)(**{**summary.__dict__, "group": 'we"ird\\name\n'}), None)
+    samples, _, _ = scrape(exporter)
+    assert value(samples, "kafka_consumergroup_generation", group='we"ird\\name\n') == 2
+
+
+def test_empty_exporter_still_documents_its_families():
+    exporter = Exporter("c", LagTracker())
+    samples, helps, _ = scrape(exporter)
     assert "kafka_consumergroup_rebalances" in helps and "rebalance_monitor_batch_duration_seconds" in helps
-    assert value(samples, "rebalance_monitor_skipped_offsets_total") == 0
+    assert not samples["kafka_consumergroup_generation"]
 
 
-def test_serve_on_any_port(store):
-    port = store.serve("127.0.0.1", 0)
+def test_serve_on_any_port_read_only(exporter):
+    port = exporter.serve("127.0.0.1", 0)
     try:
         assert port > 0
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
             body = response.read().decode()
-        assert 'kafka_consumergroup_rebalances_total{cluster="prod-eu",group="orders"} 1.0' in body
+        assert 'kafka_consumergroup_rebalances_total{cluster="prod-eu",group="orders"} 1\n' in body
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Content-Encoding"] == "gzip"
+            zipped = gzip.decompress(response.read()).decode()
+        assert zipped.split("# HELP rebalance_monitor")[0] == body.split("# HELP rebalance_monitor")[0]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/metrics", data=b"x"), timeout=10)
+        assert refused.value.code == 405
     finally:
-        store.close()
+        exporter.close()
 
 
 def test_concurrent_writers_and_scrapes():
-    store = MetricsStore("c")
+    exporter, _ = make_exporter()
     summary = orders_summary()
     errors: list[BaseException] = []
 
@@ -230,11 +316,11 @@ def test_concurrent_writers_and_scrapes():
             errors.append(exc)
 
     writers = [
-        lambda i: store.update_groups([summary]),
-        lambda i: store.remove_groups(["orders"]) if i % 3 == 0 else None,
-        lambda i: store.set_log_end_offsets({("t0", 0): 100 + i}, 1000.0 + i),
-        lambda i: store.observe_batch(0.01, i, float(i)),
-        lambda i: generate_latest(store.registry),
+        lambda i: exporter.update_group(summary, ORDERS_OFFSETS),
+        lambda i: exporter.remove_group("orders") if i % 3 == 0 else None,
+        lambda i: exporter.refresh_lag(NOW + i / 100),
+        lambda i: exporter.observe_batch(0.01, i, {("offsets", 0): i}, float(i)),
+        lambda i: parse(exporter.render().decode()),
     ]
     threads = [threading.Thread(target=run, args=(w,)) for w in writers]
     for t in threads:

@@ -1,0 +1,223 @@
+"""The decode stage, run in the executors by ``mapInArrow``: Kafka rows in, :data:`STAGE_SCHEMA` rows out.
+
+Offset commits (nearly all of the traffic) are decoded by the vectorised ``decode_batch`` and
+reduced to the latest commit per group/topic/partition inside the task, so their volume ends
+here. The records the group stage folds only have their key read (to route them by group);
+their value is decoded once, on the driver. Share- and streams-group records, which nothing
+folds, are decoded in full here only to be counted or reported as errors.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from decoders import DecodeError, decode
+from decoders.batch import decode_batch, record_types
+from decoders.records import GROUP_STATE_TYPES, OFFSET_COMMIT_TYPES
+from streaming.contract import STAGE_SCHEMA, OutputKind
+
+_COMMIT_TYPES = np.array(sorted(OFFSET_COMMIT_TYPES), np.int16)
+_GROUP_STATE_TYPES = np.array(sorted(GROUP_STATE_TYPES), np.int16)
+_COMMIT_KEY = ["group", "topic", "partition"]
+_COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timestamp",
+                   "kafka_partition", "kafka_offset", "record_time_ms", "count"]
+
+
+def latest_commits(commits: pa.Table) -> pa.Table:
+    """The last row of each group/topic/partition (rows in log order), ``count`` summed.
+
+    Rows of one key come from one Kafka partition (a group lives on one partition of the
+    offsets topic), read in offset order, so the last row is the latest commit.
+    """
+    if commits.num_rows == 0:
+        return commits
+    numbered = commits.append_column("_row", pa.array(np.arange(commits.num_rows, dtype=np.int64)))
+    reduced = numbered.group_by(_COMMIT_KEY, use_threads=False).aggregate([("_row", "max"), ("count", "sum")])
+    latest = commits.take(reduced.column("_row_max"))
+    return latest.set_column(latest.schema.get_field_index("count"), "count", reduced.column("count_sum"))
+
+
+class TaskDecoder:
+    """Decodes one task's Kafka batches; commits accumulate until :meth:`finish`."""
+
+    def __init__(self, dead_letter_max: int) -> None:
+        self.dead_letter_max = dead_letter_max
+        self._commits: list[pa.Table] = []
+        self._pending_rows = 0
+        self._records: Counter[int] = Counter()
+        self._errors: Counter[str] = Counter()
+        self._newest_ms: dict[int, int] = {}
+        self._dead_letters = 0
+        self._pending_dead_letters: list[pa.RecordBatch] = []
+
+    def decode(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """Decode one Kafka batch; yields its group-record and dead-letter rows at once."""
+        keys, values = batch.column("key"), batch.column("value")
+        kafka_partition, kafka_offset = batch.column("partition"), batch.column("offset")
+        times = pc.cast(pc.cast(batch.column("timestamp"), pa.timestamp("ms")), pa.int64())
+        types = record_types(keys)
+        is_commit = np.isin(types, _COMMIT_TYPES)
+        if is_commit.any():
+            self._add_commits(keys, values, kafka_partition, kafka_offset, times, is_commit)
+        others = np.flatnonzero(~is_commit)
+        if others.size:
+            yield from self._other_rows(keys, values, kafka_partition, kafka_offset, times, types, others)
+
+    def _add_commits(self, keys: pa.Array, values: pa.Array, kafka_partition: pa.Array, kafka_offset: pa.Array,
+                     times: pa.Array, is_commit: np.ndarray) -> None:
+        mask = pa.array(is_commit)
+        table = decode_batch(keys.filter(mask), values.filter(mask))
+        partitions, offsets, row_times = kafka_partition.filter(mask), kafka_offset.filter(mask), times.filter(mask)
+        error = table.column("error").combine_chunks()
+        bad = error.is_valid()
+        if pc.any(bad).as_py():
+            self._count_errors(error.filter(bad))
+            bad_rows = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+            commit_rows = np.flatnonzero(is_commit)[bad_rows]
+            self._dead_letter(keys, values, kafka_partition, kafka_offset, times, commit_rows,
+                              [error[int(i)].as_py() for i in bad_rows])
+        good = pc.invert(bad)
+        record_type = table.column("record_type").combine_chunks().filter(good)
+        self._count_records(record_type, row_times.filter(good))
+        tombstone = table.column("is_tombstone").combine_chunks().filter(good)
+        commits = pa.table({
+            "group": table.column("group").combine_chunks().filter(good),
+            "topic": table.column("topic").combine_chunks().filter(good),
+            "partition": table.column("partition").combine_chunks().filter(good),
+            "offset": table.column("offset").combine_chunks().filter(good),
+            "commit_timestamp": table.column("commit_timestamp").combine_chunks().filter(good),
+            "kafka_partition": partitions.filter(good),
+            "kafka_offset": offsets.filter(good),
+            "record_time_ms": row_times.filter(good),
+            "count": pc.cast(pc.invert(tombstone), pa.int64()),
+        })
+        self._commits.append(commits)
+        self._pending_rows += commits.num_rows
+        if self._pending_rows > 1 << 20:  # keep a long task's memory bounded by its distinct keys
+            self._commits = [latest_commits(pa.concat_tables(self._commits))]
+            self._pending_rows = self._commits[0].num_rows
+
+    def _other_rows(self, keys: pa.Array, values: pa.Array, kafka_partition: pa.Array, kafka_offset: pa.Array,
+                    times: pa.Array, types: np.ndarray, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
+        """Group records travel raw (key read for routing); anything else is decoded to be counted."""
+        group_rows, groups, row_types = [], [], []
+        bad_rows, reasons = [], []
+        for row in rows.tolist():
+            key = keys[row].as_py()
+            record_type = int(types[row])
+            folded = record_type in _GROUP_STATE_TYPES
+            # Only the key of a folded record is read here: the driver decodes its value once.
+            result = decode(key, None if folded else values[row].as_py())
+            if isinstance(result, DecodeError):
+                bad_rows.append(row)
+                reasons.append(result.reason)
+            elif folded:
+                group_rows.append(row)
+                groups.append(result.group)
+                row_types.append(record_type)
+            else:
+                self._records[record_type] += 1
+                self._newest_ms[record_type] = max(self._newest_ms.get(record_type, 0), times[row].as_py() or 0)
+        if reasons:
+            self._errors.update(reasons)
+            self._dead_letter(keys, values, kafka_partition, kafka_offset, times, np.array(bad_rows), reasons)
+        if group_rows:
+            take = pa.array(group_rows, pa.int64())
+            for record_type, when in zip(row_types, times.take(take).to_pylist(), strict=True):
+                self._records[record_type] += 1
+                self._newest_ms[record_type] = max(self._newest_ms.get(record_type, 0), when or 0)
+            yield _batch(OutputKind.GROUP_RECORD, len(group_rows), {
+                "group": pa.array(groups, pa.string()),
+                "record_type": pa.array(row_types, pa.int16()),
+                "kafka_partition": kafka_partition.take(take),
+                "kafka_offset": kafka_offset.take(take),
+                "record_time_ms": times.take(take),
+                "raw_key": pc.cast(keys.take(take), pa.binary()),
+                "raw_value": pc.cast(values.take(take), pa.binary()),
+            })
+
+    def _dead_letter(self, keys: pa.Array, values: pa.Array, kafka_partition: pa.Array, kafka_offset: pa.Array,
+                     times: pa.Array, rows: np.ndarray, reasons: list[str]) -> None:
+        room = self.dead_letter_max - self._dead_letters
+        if room <= 0 or rows.size == 0:
+            return
+        take = pa.array(rows[:room], pa.int64())
+        self._dead_letters += len(take)
+        self._pending_dead_letters.append(_batch(OutputKind.DEAD_LETTER, len(take), {
+            "error": pa.array(reasons[:room], pa.string()),
+            "kafka_partition": kafka_partition.take(take),
+            "kafka_offset": kafka_offset.take(take),
+            "record_time_ms": times.take(take),
+            "raw_key": pc.cast(keys.take(take), pa.binary()),
+            "raw_value": pc.cast(values.take(take), pa.binary()),
+        }))
+
+    def _count_records(self, record_type: pa.Array, times: pa.Array) -> None:
+        if len(record_type) == 0:
+            return
+        grouped = pa.table({"t": record_type, "ms": times}).group_by("t", use_threads=False).aggregate(
+            [("ms", "max"), ([], "count_all")])
+        for t, newest, count in zip(grouped.column("t").to_pylist(), grouped.column("ms_max").to_pylist(),
+                                    grouped.column("count_all").to_pylist(), strict=True):
+            self._records[t] += count
+            self._newest_ms[t] = max(self._newest_ms.get(t, 0), newest or 0)
+
+    def _count_errors(self, reasons: pa.Array) -> None:
+        counts = pc.value_counts(reasons)
+        for item in counts.to_pylist():
+            self._errors[item["values"]] += item["counts"]
+
+    def drain_dead_letters(self) -> Iterator[pa.RecordBatch]:
+        pending, self._pending_dead_letters = self._pending_dead_letters, []
+        yield from pending
+
+    def finish(self) -> Iterator[pa.RecordBatch]:
+        """The task's reduced commits and its counts, once every batch is decoded."""
+        if self._commits:
+            commits = latest_commits(pa.concat_tables(self._commits))
+            self._commits = []
+            for chunk in commits.to_batches(max_chunksize=1 << 16):
+                yield _batch(OutputKind.COMMIT, chunk.num_rows, {name: chunk.column(name) for name in _COMMIT_COLUMNS})
+        if self._records:
+            types = sorted(self._records)
+            yield _batch(OutputKind.RECORD_COUNT, len(types), {
+                "record_type": pa.array(types, pa.int16()),
+                "count": pa.array([self._records[t] for t in types], pa.int64()),
+                "record_time_ms": pa.array([self._newest_ms.get(t) for t in types], pa.int64()),
+            })
+        if self._errors:
+            reasons = sorted(self._errors)
+            yield _batch(OutputKind.ERROR_COUNT, len(reasons), {
+                "error": pa.array(reasons, pa.string()),
+                "count": pa.array([self._errors[r] for r in reasons], pa.int64()),
+            })
+
+
+def _batch(kind: OutputKind, rows: int, columns: dict[str, pa.Array]) -> pa.RecordBatch:
+    arrays = []
+    for field in STAGE_SCHEMA:
+        if field.name == "kind":
+            arrays.append(pa.array(np.full(rows, int(kind), np.int8)))
+        elif field.name in columns:
+            arrays.append(pc.cast(columns[field.name], field.type))
+        else:
+            arrays.append(pa.nulls(rows, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=STAGE_SCHEMA)
+
+
+def make_decoder(dead_letter_max: int):
+    """The ``mapInArrow`` body: one :class:`TaskDecoder` per task."""
+
+    def decode_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        decoder = TaskDecoder(dead_letter_max)
+        for batch in batches:
+            yield from decoder.decode(batch)
+            yield from decoder.drain_dead_letters()
+        yield from decoder.finish()
+
+    return decode_task

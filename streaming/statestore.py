@@ -1,0 +1,175 @@
+"""The group stage's state on disk, in the job's checkpoint directory, in step with Spark's own.
+
+Each batch that changes anything writes a *delta* (the changed groups and the changed offsets,
+as Arrow IPC files) under ``<checkpoint>/monitor/state/delta-<batch>``; from time to time the
+whole state is written once as ``snapshot-<batch>`` and older files go. Every directory is
+written under a temporary name and renamed, so it is either complete or absent.
+
+Recovery follows Spark's commit log (``<checkpoint>/spark/commits``): the state is the newest
+snapshot at or before the last batch Spark committed plus the deltas after it up to that batch.
+A delta written for a batch Spark did not commit (the driver died in between) is dropped, and
+Spark runs that batch again with the same offsets, so nothing is applied twice or lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.feather as feather
+
+from streaming.groups import CommittedOffset, GroupOffsets, GroupStage
+from streaming.state import GroupSnapshot
+
+GROUPS_SCHEMA = pa.schema([
+    ("group", pa.string()),
+    ("removed", pa.bool_()),
+    ("snapshot", pa.string()),  # GroupSnapshot JSON; null: no group metadata (offsets only)
+    ("commits_total", pa.int64()),
+    ("last_commit_ms", pa.int64()),
+])
+OFFSETS_SCHEMA = pa.schema([
+    ("group", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),  # null: the offset was deleted (a tombstone)
+    ("commit_timestamp", pa.int64()),
+])
+_ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
+
+
+def last_committed_batch(spark_checkpoint: Path) -> int | None:
+    """The newest batch id in Spark's commit log, None before the first commit."""
+    commits = spark_checkpoint / "commits"
+    if not commits.is_dir():
+        return None
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+    return max(ids) if ids else None
+
+
+class StateStore:
+    """Deltas and snapshots of a :class:`~streaming.groups.GroupStage` (see the module docstring)."""
+
+    def __init__(self, path: Path, compact_min_rows: int = 50_000) -> None:
+        self.path = Path(path)
+        self.compact_min_rows = compact_min_rows
+        self._rows_since_snapshot = 0
+
+    def _entries(self) -> list[tuple[int, str, Path]]:
+        if not self.path.is_dir():
+            return []
+        found = [(int(m.group(2)), m.group(1), p) for p in self.path.iterdir() if (m := _ENTRY.match(p.name))]
+        return sorted(found, key=lambda e: (e[0], e[1] == "delta"))
+
+    def load(self, last_committed: int | None) -> GroupStage:
+        """The state as of batch ``last_committed`` (empty when None); later files are removed."""
+        stage = GroupStage()
+        entries = self._entries()
+        for batch, _kind, path in entries:
+            if last_committed is None or batch > last_committed:
+                shutil.rmtree(path)
+        if last_committed is None:
+            return stage
+        kept = [e for e in entries if e[0] <= last_committed]
+        snapshots = [i for i, e in enumerate(kept) if e[1] == "snapshot"]
+        start = snapshots[-1] if snapshots else 0
+        for _batch, _kind, path in kept[start:]:
+            rows = _apply(stage, path)
+            self._rows_since_snapshot += rows
+        return stage
+
+    def write_delta(self, batch_id: int, stage: GroupStage, groups: Iterable[str],
+                    offsets: dict[str, dict[tuple[str, int], CommittedOffset | None]]) -> None:
+        """Persist what ``batch_id`` changed: ``groups`` (changed or removed) and their changed offsets."""
+        groups = sorted(set(groups))
+        if not groups:
+            return
+        group_table = _groups_table(stage, groups)
+        offset_rows = [(g, tp, entry) for g, changes in offsets.items() for tp, entry in changes.items()]
+        self._write(f"delta-{batch_id}", group_table, _offsets_table(offset_rows))
+        self._rows_since_snapshot += group_table.num_rows + len(offset_rows)
+
+    def maybe_compact(self, committed_batch: int | None, stage: GroupStage) -> bool:
+        """Write a snapshot of ``stage`` (the state as of ``committed_batch``, which Spark has
+        committed) when the deltas since the last one outweigh it; drop what it replaces."""
+        if committed_batch is None:
+            return False
+        live = len(stage.groups) + sum(len(o.offsets) for o in stage.offsets.values())
+        if self._rows_since_snapshot < max(self.compact_min_rows, live):
+            return False
+        self.write_snapshot(committed_batch, stage)
+        return True
+
+    def write_snapshot(self, batch_id: int, stage: GroupStage) -> None:
+        groups = sorted(stage.groups)
+        offset_rows = [(g, tp, entry) for g in groups
+                       for tp, entry in sorted((stage.offsets[g].offsets if g in stage.offsets else {}).items())]
+        self._write(f"snapshot-{batch_id}", _groups_table(stage, groups), _offsets_table(offset_rows))
+        for batch, _kind, path in self._entries():
+            if batch < batch_id or (batch == batch_id and path.name.startswith("delta")):
+                shutil.rmtree(path)
+        self._rows_since_snapshot = 0
+
+    def _write(self, name: str, groups: pa.Table, offsets: pa.Table) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f".{name}.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        feather.write_feather(offsets, tmp / "offsets.arrow", compression="lz4")
+        feather.write_feather(groups, tmp / "groups.arrow", compression="lz4")
+        target = self.path / name
+        if target.exists():  # the same batch written by an earlier attempt
+            shutil.rmtree(target)
+        os.rename(tmp, target)
+
+
+def _groups_table(stage: GroupStage, groups: list[str]) -> pa.Table:
+    removed, snapshots, totals, last_commits = [], [], [], []
+    for group in groups:
+        snapshot = stage.snapshots.get(group)
+        offsets = stage.offsets.get(group)
+        removed.append(snapshot is None and offsets is None)
+        snapshots.append(snapshot.to_json() if snapshot is not None else None)
+        totals.append(offsets.commits_total if offsets else 0)
+        last_commits.append(offsets.last_commit_ms if offsets else 0)
+    return pa.table([groups, removed, snapshots, totals, last_commits], schema=GROUPS_SCHEMA)
+
+
+def _offsets_table(rows: list[tuple[str, tuple[str, int], CommittedOffset | None]]) -> pa.Table:
+    return pa.table([
+        [g for g, _, _ in rows],
+        [tp[0] for _, tp, _ in rows],
+        [tp[1] for _, tp, _ in rows],
+        [e.offset if e is not None else None for _, _, e in rows],
+        [e.commit_timestamp_ms if e is not None else None for _, _, e in rows],
+    ], schema=OFFSETS_SCHEMA)
+
+
+def _apply(stage: GroupStage, path: Path) -> int:
+    """Apply one delta or snapshot directory to ``stage``; returns its row count."""
+    offsets = feather.read_table(path / "offsets.arrow")
+    groups = feather.read_table(path / "groups.arrow")
+    for group, topic, partition, offset, commit_ts in zip(*(offsets.column(n).to_pylist() for n in
+                                                           OFFSETS_SCHEMA.names), strict=True):
+        entry = stage.offsets.setdefault(group, GroupOffsets())
+        if offset is None:
+            entry.offsets.pop((topic, partition), None)
+        else:
+            entry.offsets[(topic, partition)] = CommittedOffset(offset, commit_ts)
+    for group, removed, snapshot, commits_total, last_commit_ms in zip(
+            *(groups.column(n).to_pylist() for n in GROUPS_SCHEMA.names), strict=True):
+        if removed:
+            stage.snapshots.pop(group, None)
+            stage.offsets.pop(group, None)
+            continue
+        if snapshot is None:
+            stage.snapshots.pop(group, None)
+        else:
+            stage.snapshots[group] = GroupSnapshot.from_json(snapshot)
+        entry = stage.offsets.setdefault(group, GroupOffsets())
+        entry.commits_total, entry.last_commit_ms = commits_total, last_commit_ms
+    return offsets.num_rows + groups.num_rows
