@@ -1,0 +1,304 @@
+"""Assignor advisor: what each built-in assignor would do with a classic group's members.
+
+For a classic consumer group's current members, subscriptions and assignment, run
+kafka-python's own implementations of Kafka's built-in assignors (range, roundrobin,
+sticky, cooperative-sticky) offline, and compare each result with what the group's
+assignor produced: the imbalance (:func:`streaming.state.imbalance_ratio`) and how many
+currently owned partitions would change owner. Sticky assignors are given each
+member's current partitions, as their clients would send them; cooperative-sticky is
+run for both of its rounds (the first withholds partitions that change owner, the
+second assigns them), and its final assignment is reported.
+
+Only classic groups speaking the consumer protocol are advised: KIP-848 groups are
+assigned by the broker, and other protocols (connect, streams) carry no subscriptions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, TextIO
+
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from kafka.coordinator.assignors.sticky.user_data import StickyAssignorUserData
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+from streaming.state import Assignment, GroupSnapshot, imbalance_ratio
+
+ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+
+# Tie-break when assignors balance equally well: incremental rebalancing first (members
+# keep consuming what they keep), then stickiness, then the simplest.
+_PREFERENCE = ("cooperative-sticky", "sticky", "roundrobin", "range")
+
+
+@dataclass(frozen=True)
+class AdvisorMember:
+    """A member as the assignors see it: id, static instance id, subscription, current partitions."""
+
+    member_id: str
+    instance_id: str | None
+    topics: tuple[str, ...]
+    assigned: Mapping[str, Sequence[int]]
+
+
+class Outcome(NamedTuple):
+    """One assignor's result for the group: its imbalance and the partitions it would move."""
+
+    imbalance_ratio: float | None
+    partitions_moved: int
+
+
+class _Cluster:
+    """The two questions kafka-python's assignors ask about the cluster."""
+
+    def __init__(self, partitions: Mapping[str, int]) -> None:
+        self._partitions = partitions
+
+    def topics(self) -> set[str]:
+        return set(self._partitions)
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        count = self._partitions.get(topic)
+        return set(range(count)) if count is not None else None
+
+
+class _JoinMember(NamedTuple):
+    """The shape of a JoinGroup response member, which the assignors read."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: ConsumerProtocolSubscription
+
+
+def members_of(snapshot: GroupSnapshot) -> list[AdvisorMember]:
+    """The group's current members; ValueError when the group is not a classic consumer group."""
+    classic = snapshot.classic
+    if classic is None or classic.protocol_type != "consumer":
+        raise ValueError(f"group {snapshot.group!r} is not a classic consumer group: nothing to advise")
+    return [
+        AdvisorMember(m.member_id, m.instance_id, tuple(m.subscribed_topics), m.assigned) for m in classic.members
+    ]
+
+
+def partition_counts(members: Sequence[AdvisorMember]) -> dict[str, int]:
+    """Partitions per subscribed topic, as far as the current assignment shows them.
+
+    A consumer-protocol assignment covers every partition of the subscribed topics, so
+    the highest assigned partition + 1 is the count; topics nobody holds are left out
+    (pass real counts to :func:`advise` when the caller knows them).
+    """
+    subscribed = {t for m in members for t in m.topics}
+    counts: dict[str, int] = {}
+    for m in members:
+        for topic, parts in m.assigned.items():
+            if topic in subscribed and parts:
+                counts[topic] = max(counts.get(topic, 0), max(parts) + 1)
+    return counts
+
+
+def simulate(
+    assignor: str, members: Sequence[AdvisorMember], partitions: Mapping[str, int], generation: int = 1
+) -> dict[str, Assignment]:
+    """Member id → assignment that ``assignor`` (kafka-python's implementation) produces.
+
+    Members go in static first, then dynamic: kafka-python's range and roundrobin group
+    them with ``itertools.groupby``, which drops members when the two kinds interleave.
+    """
+    cluster = _Cluster(partitions)
+    members = sorted(members, key=lambda m: (m.instance_id is None, m.instance_id or "", m.member_id))
+    if assignor == "range":
+        result = RangePartitionAssignor.assign(cluster, _join(members, _plain))
+    elif assignor == "roundrobin":
+        if len({frozenset(m.topics) for m in members}) > 1:
+            return _round_robin(members, partitions)
+        result = RoundRobinPartitionAssignor.assign(cluster, _join(members, _plain))
+    elif assignor == "sticky":
+        result = StickyPartitionAssignor().assign(cluster, _join(members, _sticky(generation)))
+    elif assignor == "cooperative-sticky":
+        first = _assignments(CooperativeStickyAssignor().assign(cluster, _join(members, _owned(generation))))
+        after_first = [
+            AdvisorMember(m.member_id, m.instance_id, m.topics, first[m.member_id]) for m in members
+        ]
+        result = CooperativeStickyAssignor().assign(cluster, _join(after_first, _owned(generation + 1)))
+    else:
+        raise ValueError(f"unknown assignor {assignor!r} (known: {', '.join(ASSIGNORS)})")
+    return _assignments(result)
+
+
+def _round_robin(members: Sequence[AdvisorMember], partitions: Mapping[str, int]) -> dict[str, Assignment]:
+    """Kafka's round-robin walk for members with different subscriptions.
+
+    kafka-python 3.0.12's RoundRobinPartitionAssignor raises KeyError there (it looks a
+    member's topics up by an (instance id, member id) pair). Same walk: partitions in
+    (topic, partition) order, each to the next member in the cycle that subscribes to
+    its topic; members in the order :func:`simulate` sorts them.
+    """
+    subscribed = {t for m in members for t in m.topics}
+    walk = sorted((t, p) for t in subscribed if t in partitions for p in range(partitions[t]))
+    out: dict[str, Assignment] = {m.member_id: {} for m in members}
+    position = -1
+    for topic, p in walk:
+        position += 1
+        while topic not in members[position % len(members)].topics:
+            position += 1
+        out[members[position % len(members)].member_id].setdefault(topic, []).append(p)
+    return out
+
+
+def _join(
+    members: Sequence[AdvisorMember], subscription: Callable[[AdvisorMember], ConsumerProtocolSubscription]
+) -> list[_JoinMember]:
+    return [_JoinMember(m.member_id, m.instance_id, subscription(m)) for m in members]
+
+
+def _plain(member: AdvisorMember) -> ConsumerProtocolSubscription:
+    return ConsumerProtocolSubscription(version=0, topics=list(member.topics), user_data=b"")
+
+
+def _sticky(generation: int) -> Callable[[AdvisorMember], ConsumerProtocolSubscription]:
+    def subscription(member: AdvisorMember) -> ConsumerProtocolSubscription:
+        previous = [(topic, list(parts)) for topic, parts in sorted(member.assigned.items())]
+        user_data = StickyAssignorUserData(previous_assignment=previous, generation=generation)
+        return ConsumerProtocolSubscription(version=0, topics=list(member.topics), user_data=user_data)
+
+    return subscription
+
+
+def _owned(generation: int) -> Callable[[AdvisorMember], ConsumerProtocolSubscription]:
+    def subscription(member: AdvisorMember) -> ConsumerProtocolSubscription:
+        owned = [
+            ConsumerProtocolSubscription.TopicPartition(topic=topic, partitions=list(parts))
+            for topic, parts in sorted(member.assigned.items())
+        ]
+        return ConsumerProtocolSubscription(
+            version=2, topics=sorted(member.topics), user_data=b"", owned_partitions=owned, generation_id=generation
+        )
+
+    return subscription
+
+
+def _assignments(result: Mapping[str, Any]) -> dict[str, Assignment]:
+    return {
+        member_id: {topic: sorted(parts) for topic, parts in assignment.assigned_partitions if parts}
+        for member_id, assignment in result.items()
+    }
+
+
+def outcome(current: Mapping[str, Mapping[str, Sequence[int]]], proposed: Mapping[str, Assignment]) -> Outcome:
+    """Imbalance of ``proposed`` and how many partitions owned now it gives to another member."""
+    owner_now = {(t, p): m for m, assignment in current.items() for t, parts in assignment.items() for p in parts}
+    moved = sum(
+        1
+        for m, assignment in proposed.items()
+        for t, parts in assignment.items()
+        for p in parts
+        if owner_now.get((t, p), m) != m
+    )
+    counts = [sum(len(parts) for parts in assignment.values()) for assignment in proposed.values()]
+    return Outcome(imbalance_ratio(counts), moved)
+
+
+def advise(snapshot: GroupSnapshot, partitions: Mapping[str, int] | None = None) -> dict[str, Outcome]:
+    """``{assignor: Outcome}`` for every built-in assignor, for the group's current members.
+
+    ``partitions`` (topic → partition count) overrides what :func:`partition_counts`
+    reads from the current assignment (new partitions nobody holds yet, for example).
+    """
+    members = members_of(snapshot)
+    counts = {**partition_counts(members), **(partitions or {})}
+    generation = snapshot.classic.generation if snapshot.classic is not None else 1
+    current = {m.member_id: m.assigned for m in members}
+    return {name: outcome(current, simulate(name, members, counts, generation)) for name in ASSIGNORS}
+
+
+def recommend(current_protocol: str | None, outcomes: Mapping[str, Outcome]) -> str:
+    """The assignor to use: the best balanced one, ties by :data:`_PREFERENCE`."""
+    def key(name: str) -> tuple[float, int]:
+        ratio = outcomes[name].imbalance_ratio
+        return (round(ratio, 9) if ratio is not None else 1.0, _PREFERENCE.index(name))
+
+    best = min(outcomes, key=key)
+    if current_protocol in outcomes and key(current_protocol)[0] <= key(best)[0]:
+        return current_protocol  # already as balanced as any: switching only costs a rebalance
+    return best
+
+
+def advice_table(snapshot: GroupSnapshot, outcomes: Mapping[str, Outcome]) -> str:
+    """The side-by-side comparison and the recommendation, as ``advise`` prints it."""
+    classic = snapshot.classic
+    protocol = classic.protocol if classic is not None else None
+    members = members_of(snapshot)
+    now = imbalance_ratio([sum(len(p) for p in m.assigned.values()) for m in members])
+    rows = [(f"current ({protocol or '-'})", now, 0)]
+    rows += [(name, o.imbalance_ratio, o.partitions_moved) for name, o in outcomes.items()]
+    width = max(len(name) for name, _, _ in rows)
+    lines = [
+        f"group {snapshot.group}: {len(members)} member(s), generation {classic.generation if classic else '-'}",
+        f"{'assignor':<{width}}  imbalance  moved",
+    ]
+    lines += [f"{name:<{width}}  {_ratio(ratio):>9}  {moved:>5}" for name, ratio, moved in rows]
+    choice = recommend(protocol, outcomes)
+    if choice == protocol:
+        lines.append(f"recommendation: keep {choice} (no built-in assignor balances this group better)")
+    else:
+        chosen = outcomes[choice]
+        lines.append(
+            f"recommendation: {choice} (imbalance {_ratio(chosen.imbalance_ratio)} instead of {_ratio(now)}; "
+            f"switching moves {chosen.partitions_moved} partition(s) once)"
+        )
+    return "\n".join(lines)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+SnapshotLoader = Callable[[Path, str], GroupSnapshot | None]
+
+
+def advise_command(argv: list[str], load: SnapshotLoader | None = None, out: TextIO = sys.stdout) -> int:
+    """``rebalance-monitor advise --group G``: print the advice for one group; returns an exit code.
+
+    The group's snapshot comes from ``--snapshot FILE`` (the JSON of
+    :meth:`GroupSnapshot.to_json`) or from ``load(checkpoint_dir, group)``, the core's
+    reader of the snapshots it persists under the checkpoint directory.
+    """
+    parser = argparse.ArgumentParser(prog="rebalance-monitor advise",
+                                     description="compare Kafka's built-in assignors on a classic group")
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--checkpoint-dir", type=Path, default=Path(".local/checkpoint"))
+    parser.add_argument("--snapshot", type=Path, help="a group snapshot JSON file instead of the checkpoint")
+    parser.add_argument("--partitions", action="append", default=[], metavar="TOPIC=N",
+                        help="a topic's partition count (default: what the current assignment shows)")
+    args = parser.parse_args(argv)
+    if args.snapshot is not None:
+        snapshot = GroupSnapshot.from_json(args.snapshot.read_text())
+    elif load is not None:
+        snapshot = load(args.checkpoint_dir, args.group)
+    else:
+        parser.error("--snapshot FILE is needed without a checkpoint reader")
+    if snapshot is None or snapshot.group != args.group:
+        print(f"group {args.group!r} not found", file=out)
+        return 1
+    try:
+        partitions = dict(_topic_count(spec) for spec in args.partitions) or None
+        outcomes = advise(snapshot, partitions)
+    except ValueError as e:
+        print(e, file=out)
+        return 1
+    print(advice_table(snapshot, outcomes), file=out)
+    return 0
+
+
+def _topic_count(spec: str) -> tuple[str, int]:
+    topic, _, count = spec.rpartition("=")
+    if not topic or not count.isdigit():
+        raise ValueError(f"--partitions {spec!r}: expected TOPIC=N")
+    return topic, int(count)
