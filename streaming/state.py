@@ -448,7 +448,7 @@ def _owner_imbalance(owners: Mapping[TopicPartition, str], members: Iterable[str
     return imbalance_ratio([counts.get(m, 0) for m in sorted(everyone)])
 
 
-def client_label(member: BoundaryMember) -> str:
+def _client_label(member: BoundaryMember) -> str:
     """How a member is named for churn: client id and host (stable across restarts)."""
     return f"{member.client_id}@{member.client_host}"
 
@@ -715,8 +715,8 @@ def _rebalance(
         imbalance_after=_owner_imbalance(owners, members),
         causes=causes,
         departures=departures,
-        joined_clients=tuple(client_label(members[o]) for o in joined),
-        left_clients=tuple(client_label(old_members[o]) for o in left),
+        joined_clients=tuple(_client_label(members[o]) for o in joined),
+        left_clients=tuple(_client_label(old_members[o]) for o in left),
         duration_ms=at.duration,
     )
     snapshot.rebalances_total += 1

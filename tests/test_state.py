@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from decoders.records import Record, Struct
 from streaming.state import (
     CAUSES,
+    CHURN_LOG_CAP,
     CHURN_WINDOW_MS,
     CLASSIC,
     CONSUMER,
@@ -810,4 +811,16 @@ def test_every_event_meets_the_definition(records):
         if snap is not None:
             assert sum(snap.rebalance_causes.values()) >= snap.rebalances_total
             assert sum(snap.departures.values()) >= sum(len(e.members_left) for e in events)
-            assert len(snap.churn) <= 256
+            assert len(snap.churn) <= CHURN_LOG_CAP
+
+
+@pytest.mark.parametrize(("change", "cause"), [
+    # 4.0's partition metadata (type 4) grows, the epoch bumps, the new partitions are assigned.
+    ([k3(3), k7("A", {TA: [0, 1, 4]}), k7("B", {TA: [2, 3, 5], TB: [1]}), k6(3)], "partitions_added"),
+    ([k5("A", topics=("orders",)), k3(3), k7("A", {TA: [0, 1]}), k7("B", {TA: [2, 3], TB: [0, 1]}), k6(3)],
+     "subscription_changed"),
+    ([k5("A", assignor="range"), k5("B", assignor="range"), k3(3), k6(3)], "assignor_changed"),
+])
+def test_kip848_causes(change, cause):
+    snap, [e] = fold(two_member_group(), *change)
+    assert e.causes == (cause,) and snap.rebalance_causes[cause] == 1
