@@ -1,0 +1,59 @@
+"""kafka-python settings from the Spark source's ``kafka.*`` options (the lag poller's clients)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streaming.kafka_config import UnsupportedKafkaOption, client_config_from_kafka_options
+
+
+def test_sasl_plain_and_scram_credentials():
+    for module, mechanism in [("org.apache.kafka.common.security.plain.PlainLoginModule", "PLAIN"),
+                              ("org.apache.kafka.common.security.scram.ScramLoginModule", "SCRAM-SHA-512")]:
+        config = client_config_from_kafka_options({
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.jaas.config": f'{module} required username="mon itor" password="p\\"w;d=1";',
+        })
+        assert config == {"security_protocol": "SASL_SSL", "sasl_mechanism": mechanism,
+                          "sasl_plain_username": "mon itor", "sasl_plain_password": 'p"w;d=1'}
+
+
+def test_unquoted_jaas_values_and_kerberos():
+    config = client_config_from_kafka_options({
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                  "username=alice password=secret;"})
+    assert (config["sasl_plain_username"], config["sasl_plain_password"]) == ("alice", "secret")
+    kerberos = client_config_from_kafka_options({
+        "kafka.sasl.mechanism": "GSSAPI", "kafka.sasl.kerberos.service.name": "kafka",
+        "kafka.sasl.jaas.config": 'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;'})
+    assert kerberos == {"sasl_mechanism": "GSSAPI", "sasl_kerberos_service_name": "kafka"}
+
+
+def test_pem_stores_and_host_name_checking():
+    config = client_config_from_kafka_options({
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/etc/kafka/ca.pem",
+        "kafka.ssl.keystore.type": "pem", "kafka.ssl.keystore.location": "/etc/kafka/client.pem",
+        "kafka.ssl.key.password": "k", "kafka.ssl.endpoint.identification.algorithm": "",
+        "kafka.fetch.max.bytes": "1048576",  # Java-client tuning: not carried over
+    })
+    assert config == {"security_protocol": "SSL", "ssl_cafile": "/etc/kafka/ca.pem",
+                      "ssl_certfile": "/etc/kafka/client.pem", "ssl_keyfile": "/etc/kafka/client.pem",
+                      "ssl_password": "k", "ssl_check_hostname": False}
+    assert client_config_from_kafka_options({"kafka.ssl.endpoint.identification.algorithm": "https"}) == {
+        "ssl_check_hostname": True}
+
+
+@pytest.mark.parametrize("options", [
+    {"kafka.ssl.truststore.location": "/etc/kafka/truststore.jks", "kafka.ssl.truststore.password": "hunter2"},
+    {"kafka.ssl.keystore.type": "PKCS12", "kafka.ssl.keystore.location": "/k.p12",
+     "kafka.ssl.keystore.password": "hunter2"},
+    {"kafka.ssl.truststore.certificates": "-----BEGIN CERTIFICATE----- hunter2"},
+    {"kafka.sasl.mechanism": "OAUTHBEARER"},
+    {"kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";'},
+])
+def test_what_kafka_python_cannot_do_is_refused_without_leaking_secrets(options):
+    with pytest.raises(UnsupportedKafkaOption) as refused:
+        client_config_from_kafka_options(options)
+    assert "hunter2" not in str(refused.value)
