@@ -4,9 +4,12 @@ Each round (every ``interval_s``):
 
 1. cluster metadata for the tracked topics and ``__consumer_offsets``: partitions that no
    longer exist or have no leader are counted as errors and skipped;
-2. ListOffsets LATEST and EARLIEST (read_uncommitted, as Kafka's ``kafka-consumer-groups``:
-   the high watermark, which is what a consumer's lag is measured against), one call per
-   leader, so a broker that times out costs only its own partitions. kafka-python fails a
+2. ListOffsets LATEST and EARLIEST, one call per leader, so a broker that times out costs
+   only its own partitions. LATEST is asked under read_uncommitted, the high watermark, as
+   Kafka's ``kafka-consumer-groups`` does (default ListOffsetsOptions): a read_committed
+   consumer can only get as far as the last stable offset, but lag stays comparable with
+   the tool everyone checks against; records of an open transaction and the commit marker
+   at the end of the log count as lag there too. kafka-python fails a
    whole call when one partition carries an error code; such a call is split (by topic,
    then in halves) until the failing partitions stand alone;
 3. the offsets topic's high watermark and last stable offset (LATEST under read_committed):
@@ -85,7 +88,7 @@ class LogEndPoller:
                  lookups_per_round: int = DEFAULT_LOOKUPS_PER_ROUND,
                  admin_factory: Callable[..., Any] = KafkaAdminClient,
                  timestamps: RecordTimestamps | None = None) -> None:
-        self._config: dict[str, Any] = {"bootstrap_servers": bootstrap_servers,
+        self._config: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-lag",
                                         "request_timeout_ms": int(max(5.0, interval_s) * 1000),
                                         **(client_config or {})}
         self.tracker = tracker

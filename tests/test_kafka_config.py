@@ -45,6 +45,22 @@ def test_pem_stores_and_host_name_checking():
         "ssl_check_hostname": True}
 
 
+def test_every_setting_produced_is_one_both_kafka_python_clients_accept():
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+    config = client_config_from_kafka_options({
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI",
+        "kafka.sasl.kerberos.service.name": "kafka",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                  'username="u" password="p";',
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/ca.pem",
+        "kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.location": "/client.pem",
+        "kafka.ssl.key.password": "k", "kafka.ssl.endpoint.identification.algorithm": "https",
+    })
+    assert len(config) == 10  # kafka-python refuses unknown settings: each must be a real one
+    assert set(config) <= set(KafkaConsumer.DEFAULT_CONFIG) & set(KafkaAdminClient.DEFAULT_CONFIG)
+
+
 @pytest.mark.parametrize("options", [
     {"kafka.ssl.truststore.location": "/etc/kafka/truststore.jks", "kafka.ssl.truststore.password": "hunter2"},
     {"kafka.ssl.keystore.type": "PKCS12", "kafka.ssl.keystore.location": "/k.p12",
