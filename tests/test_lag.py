@@ -19,7 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as Errors
 
 from streaming.lag import LagTracker, LogEndRing, RecordTime, appended_at
-from streaming.lag_poller import OFFSETS_TOPIC, LogEndPoller, error_reason, kafka_uuid_text
+from streaming.lag_poller import ERROR_REASONS, OFFSETS_TOPIC, LogEndPoller, error_reason, kafka_uuid_text
 from testbed.broker import LocalKafka, run_kafka_tool
 from testbed.workload import Admin, wait_until
 
@@ -523,9 +523,9 @@ def test_stopped_broker_makes_lag_stale_never_zero(tmp_path, unique):
             lag = tracker.lag(topic, 0, 1)
             seen.add(None if lag is None else lag.lag)
             time.sleep(0.05)
-        assert seen == {4, None} or seen == {None}  # the true lag, then nothing: never 0
-        assert sum(tracker.errors().values()) > 0
-        assert set(tracker.errors()) <= {"timeout", "connection", "other"}
+        assert seen <= {4, None} and None in seen, seen  # the true lag, then nothing: never 0
+        # Mostly timeout/connection; a broker in controlled shutdown may first report no leader.
+        assert sum(tracker.errors().values()) > 0 and set(tracker.errors()) <= set(ERROR_REASONS), tracker.errors()
     finally:
         poller.stop()
         broker.stop()
