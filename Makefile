@@ -34,7 +34,7 @@ prometheus:
 
 # The installable package: decoders and streaming only (tests/test_packaging.py checks it).
 wheel: $(STAMP)
-	rm -rf build/dist && $(PY) -m pip wheel --quiet --no-deps --wheel-dir build/dist .
+	rm -rf build/dist build/lib build/bdist.* && $(PY) -m pip wheel --quiet --no-deps --wheel-dir build/dist .
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

