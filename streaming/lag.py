@@ -345,7 +345,10 @@ class LagTracker:
         if known is not None and known.log_end == offsets.log_end:
             return 0.0, "timestamp"  # only transaction markers left to read
         ring = self._history.get(tp)
-        at = appended_at(ring.samples(), committed) if ring is not None else None
+        samples = ring.samples() if ring is not None else []
+        if not samples or samples[-1][0] < offsets.sampled_at:  # the ring keeps one a minute
+            samples.append((offsets.sampled_at, offsets.log_end))
+        at = appended_at(samples, committed)
         if at is None:
             return None, None
         return max(0.0, now - at), "interpolated"

@@ -176,6 +176,9 @@ def test_interpolates_only_without_a_record_timestamp():
     lag = tracker.lag("t", 0, 120)  # below the log start: the record is gone
     assert lag.seconds_method == "interpolated"
     assert lag.seconds == pytest.approx(120 - 12)  # offset 120 appended at t=12
+    clock.now = 150.0
+    tracker.record_offsets({("t", 0): (150, 400)}, clock.now)  # not kept in the ring yet: still used
+    assert tracker.lag("t", 0, 350).seconds == pytest.approx(150 - 135)  # appended at t=135
     tracker.record_times({(("t", 0), 250): RecordTime(100_000, 300)}, [], clock.now)
     assert tracker.lag("t", 0, 250).seconds_method == "timestamp"
 
