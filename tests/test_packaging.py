@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from streaming.jars import connector_jars
 from testbed.broker import LocalKafka, free_port
 from testbed.jvm import spark_connector_dir
 from testbed.workload import Member, start_members
@@ -124,6 +125,26 @@ def test_installed_wheel_runs_the_job(clean_venv: Path, kafka_broker: LocalKafka
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(10)
     assert job.returncode == 0, job.stdout.read()[-4000:]
+
+
+@pytest.mark.parametrize("packages", [None, "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"])
+def test_spark_submit_wrapper(packages: str | None) -> None:
+    """deploy/spark-submit's command line (spark-submit replaced by echo): the connector as
+    local jars or as --packages, and a zip of the product without the test bed."""
+    env = {**os.environ, "SPARK_SUBMIT": "echo", "PYTHON": sys.executable}
+    env.pop("SPARK_PACKAGES", None)
+    if packages:
+        env["SPARK_PACKAGES"] = packages
+    args = subprocess.run([str(ROOT / "deploy" / "spark-submit"), "--bootstrap-server", "b:9092"], env=env,
+                          capture_output=True, text=True, check=True).stdout.split()
+    options = dict(zip(args[:-3:2], args[1:-3:2], strict=True))
+    if packages:
+        assert options["--packages"] == packages and "--jars" not in options
+    else:
+        assert options["--jars"].split(",") == [str(p) for p in connector_jars(None)]
+    assert args[-3:] == [str(ROOT / "streaming" / "job.py"), "--bootstrap-server", "b:9092"]
+    with zipfile.ZipFile(options["--py-files"]) as archive:
+        assert {n.split("/")[0] for n in archive.namelist()} == set(PRODUCT)
 
 
 def group_members(url: str, group: str) -> float | None:
