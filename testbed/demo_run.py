@@ -77,7 +77,7 @@ def start_prometheus(stack: ExitStack, args: argparse.Namespace, metrics_port: i
                                  scrape_interval="5s", evaluation_interval="5s")
     stack.callback(prometheus.stop)
     prometheus.start()
-    print(f"Prometheus: {prometheus.url} (alerts: {prometheus.url}/alerts, rules: {prometheus.url}/rules; "
+    print(f"Prometheus: {prometheus.url} (alerts: {prometheus.page('alerts')}, rules: {prometheus.page('rules')}; "
           f"{'shipped rules' if args.shipped_for else 'shipped rules with for: 1m'}; log in {PROMETHEUS_DIR})",
           flush=True)
 

@@ -117,6 +117,14 @@ class LocalPrometheus:
             proc.kill()
             proc.wait(10)
 
+    def page(self, name: str) -> str:
+        """URL of a UI page: Debian's build serves only the classic UI, under /classic/."""
+        try:
+            urllib.request.urlopen(f"{self.url}/{name}", timeout=5)
+        except urllib.error.HTTPError:
+            return f"{self.url}/classic/{name}"
+        return f"{self.url}/{name}"
+
     def api(self, path: str, **params: str) -> Any:
         """GET /api/v1/<path>; returns ``data``, raises with Prometheus' own error text."""
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
