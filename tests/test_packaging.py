@@ -83,6 +83,7 @@ def in_clean_venv(venv: Path, code: str, cwd: Path) -> subprocess.CompletedProce
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_installed_wheel_imports_without_testbed(clean_venv: Path, tmp_path: Path) -> None:
     every_module = ("import importlib, pkgutil, streaming, decoders\n"
                     "for package in (streaming, decoders):\n"
