@@ -52,6 +52,10 @@ test-fast: setup
 run: setup
 	$(PY) -m testbed.demo_run $(if $(BOOTSTRAP),--bootstrap-server $(BOOTSTRAP)) $(RUN_ARGS)
 
+# Beside a running `make run`: waits for the storm alert, saves Prometheus' alerts page as a PNG.
+screenshot: $(STAMP)
+	$(PY) -m testbed.screenshot
+
 bench: setup
 	$(PY) -m benchmarks.decode_bench
 
