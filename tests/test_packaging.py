@@ -178,4 +178,7 @@ def test_image_is_what_the_manifests_run() -> None:
     assert "ENV REBALANCE_MONITOR_JARS=" in dockerfile, "the job finds its jars through the environment"
     assert "USER 1000" in dockerfile and "runAsNonRoot: true" in deployment
     assert 'command: ["rebalance-monitor", "run"]' in deployment and "rebalance-monitor" in dockerfile
-    assert "testbed" not in dockerfile.replace("python -m testbed.jvm", "")
+    assert "testbed" not in dockerfile
+    context = (ROOT / "deploy" / "Dockerfile.dockerignore").read_text().splitlines()
+    copied = {line[1:].rstrip("/") for line in context if line.startswith("!")}
+    assert "*" in context and copied == {"pyproject.toml", "README.md", *PRODUCT, "deploy/jvm"}
