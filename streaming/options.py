@@ -135,13 +135,17 @@ def validate_group_patterns(options: JobOptions, spark: Any) -> None:
     accept ones Java refuses, so the JVM is the judge; call it once the session exists.
     """
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import IllegalArgumentException
 
     pattern_class = spark.sparkContext._jvm.java.util.regex.Pattern
     for name in ("include_groups", "exclude_groups"):
         try:
             pattern_class.compile(getattr(options, name))
-        except Py4JJavaError as exc:
-            message = str(exc.java_exception.getMessage()).splitlines()[0]
+        # PatternSyntaxException: pyspark converts it to its IllegalArgumentException once a
+        # session has patched py4j, plain py4j raises Py4JJavaError.
+        except (IllegalArgumentException, Py4JJavaError) as exc:
+            java = getattr(exc, "java_exception", None)
+            message = str(java.getMessage() if java is not None else exc).splitlines()[0]
             raise OptionError(f"{flag(name)} {getattr(options, name)!r} is not a valid Java regex: {message}") from exc
 
 
