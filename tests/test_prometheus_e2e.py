@@ -9,7 +9,9 @@ would make this test take an hour. Everything else, thresholds included, is as s
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,7 @@ from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus, fast_rules
 from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced
 from tests.monitor_helpers import start_monitor
-from tests.test_ops_files import DASHBOARD, dashboard_expressions
+from tests.test_ops_files import DASHBOARD, dashboard_expressions, metric_names
 
 pytestmark = pytest.mark.slow
 
@@ -149,6 +151,17 @@ def test_every_dashboard_query_parses_and_returns_data(scene: Scene) -> None:
         time.sleep(60)
         missing = empty()
     assert not missing, "dashboard queries without data:\n" + "\n".join(missing)
+
+
+def test_every_dashboard_metric_is_exported_by_the_job(scene: Scene) -> None:
+    """Every metric the dashboard names is a family in the job's own /metrics (# TYPE lines
+    list families that have no sample yet, such as decode errors on a healthy cluster)."""
+    text = urllib.request.urlopen(scene.monitor.metrics_url, timeout=10).read().decode()
+    families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    dashboard = json.loads(Path(DASHBOARD).read_text())
+    named = {name for _, expr in dashboard_expressions(dashboard) for name in metric_names(expr)}
+    missing = {n for n in named if re.sub(r"_(total|bucket|sum|count)$", "", n) not in families and n not in families}
+    assert not missing, f"the dashboard names metrics the job does not export: {sorted(missing)}"
 
 
 def test_monitor_stalled_fires_when_the_job_stops(scene: Scene) -> None:
