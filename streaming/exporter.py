@@ -50,6 +50,18 @@ GROUP_FAMILIES = (
            "Busiest member's partitions over the mean per member; 1 is even."),
     Family("kafka_consumergroup_partitions_moved_total", C, "Partitions whose owner changed across rebalances."),
     Family("kafka_consumergroup_offset_commits_total", C, "Offset commit records written for the group."),
+    Family("kafka_consumergroup_empty_transitions_total", C,
+           "Times the group went Empty (its last members left); not counted as rebalances."),
+    Family("kafka_consumergroup_recreations_total", C,
+           "Times the group was deleted and created again (tombstone, or a generation going down): a new baseline."),
+    Family("kafka_consumergroup_generations_advanced_total", C,
+           "Raw sum of the generation (classic) or group epoch (KIP-848) steps Kafka took."),
+    Family("kafka_consumergroup_rebalance_causes_total", C,
+           "Rebalances by cause; one rebalance may have several causes (see the README)."),
+    Family("kafka_consumergroup_member_departures_total", C,
+           "Members that left, by how (inferred from their last commit against their timeouts; see the README)."),
+    Family("kafka_consumergroup_member_churn", G,
+           "Joins plus leaves of one client in the hour before the group's last change (top 10 per group)."),
 )
 OFFSET_FAMILIES = (
     Family("kafka_consumergroup_committed_offset", G,
@@ -67,6 +79,15 @@ LAG_FAMILIES = (
     Family("kafka_consumergroup_total_lag", G, "Sum of the group's lag over every partition it committed."),
     Family("kafka_consumergroup_max_lag", G, "Largest lag of the group on one partition."),
     Family("kafka_consumergroup_max_lag_seconds", G, "Largest lag in seconds of the group on one partition."),
+    Family("kafka_consumergroup_lag_uncommitted", G,
+           "Assigned partition the group never committed: log end minus log start (what an earliest-reset "
+           "consumer has to read); --lag-granularity partition only."),
+    Family("kafka_consumergroup_member_lag", G,
+           "Sum of the lag of the partitions one member owns (uncommitted ones from the log start)."),
+    Family("kafka_consumergroup_member_lag_seconds", G, "Largest lag in seconds among one member's partitions."),
+    Family("kafka_consumergroup_lag_truncations_total", C,
+           "Commits found beyond the log end by a sample taken after the commit (the log was truncated); "
+           "the lag series shows 0 for them."),
 )
 LOG_END_FAMILY = Family("kafka_topic_partition_log_end_offset", G,
                         "Latest sampled log-end offset of a partition some group commits to.")
@@ -98,6 +119,11 @@ class Exporter:
         self._lock = threading.Lock()
         self._cache = FamilyCache((*GROUP_FAMILIES, *OFFSET_FAMILIES, *LAG_FAMILIES))
         self._offsets: dict[str, dict[TopicPartition, int]] = {}
+        self._owned: dict[str, dict[tuple[tuple[str, str], ...], list[TopicPartition]]] = {}
+        self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
+        self._truncations: dict[str, dict[str, int]] = {}
+        self._has_lag: set[str] = set()  # groups whose cached text holds lag lines
+        self._wanted_dirty = True  # the tracker's wanted partitions need a new set_wanted
         self.lag = lag
         self._log_end_text = b""
         self._lag_rendered_at = 0.0
@@ -140,17 +166,23 @@ class Exporter:
 
     # -- writers (the batch thread) -------------------------------------------------
 
-    def update_group(self, summary: GroupSummary, offsets: GroupOffsets | None) -> None:
-        """Re-render one group's series from its summary and committed offsets."""
+    def update_group(self, summary: GroupSummary, offsets: GroupOffsets | None,
+                     assignments: Mapping[str, list[TopicPartition]] | None = None) -> None:
+        """Re-render one group's series from its summary, committed offsets and members' partitions."""
         committed = {tp: entry.offset for tp, entry in offsets.offsets.items()} if offsets else {}
         lines = Lines(self.cluster)
         _summary_lines(lines, summary, offsets.commits_total if offsets else 0)
         if self.per_partition:
-            for (topic, partition), offset in sorted(committed.items()):
-                lines.add(_F["kafka_consumergroup_committed_offset"],
-                          (("group", summary.group), ("topic", topic), ("partition", str(partition))), offset)
+            lines.add_many(_F["kafka_consumergroup_committed_offset"], (("group", summary.group),),
+                           sorted(committed.items()))
+        members = {m.member: (("member", m.member), ("client_id", m.client_id), ("client_host", m.client_host))
+                   for m in summary.members}
+        owned = {members[owner]: parts for owner, parts in (assignments or {}).items() if owner in members}
         with self._lock:
+            if committed != self._offsets.get(summary.group) or owned != self._owned.get(summary.group):
+                self._wanted_dirty = True
             self._offsets[summary.group] = committed
+            self._owned[summary.group] = owned
             self._lag_lines(lines, summary.group, committed)
             self._cache.put(summary.group, lines, (*_SUMMARY_NAMES, *_OFFSET_NAMES, *_LAG_NAMES))
 
@@ -158,7 +190,10 @@ class Exporter:
         """Forget a deleted or expired group: its series leave the next scrape."""
         with self._lock:
             self._cache.remove(group)
-            self._offsets.pop(group, None)
+            for state in (self._offsets, self._owned, self._truncated, self._truncations):
+                state.pop(group, None)
+            self._has_lag.discard(group)
+            self._wanted_dirty = True
 
     def count_records(self, by_type: Mapping[int, int], newest_record_ms: int | None = None) -> None:
         for record_type, count in by_type.items():
@@ -178,6 +213,8 @@ class Exporter:
         self.skipped_offsets.labels(self.cluster).inc(skipped_offsets)
         self.last_batch.labels(self.cluster).set(finished_at)
         with self._lock:
+            if processed.keys() - self._processed.keys():
+                self._wanted_dirty = True
             self._processed.update(processed)
             self._update_input_lag(finished_at)
 
@@ -188,23 +225,36 @@ class Exporter:
     # -- lag (its own thread) -----------------------------------------------------------
 
     def refresh_lag(self, now: float | None = None) -> None:
-        """Tell the tracker what to poll and re-render every group's lag series from it.
+        """Tell the tracker what to poll and re-render the lag series that can have changed.
 
         Runs after each poll round, and in between often enough that a series whose log-end
-        sample goes stale leaves the next scrape instead of showing an old number.
+        sample goes stale leaves the next scrape instead of showing an old number. Groups
+        none of whose partitions has a sample, and which show no lag now, are skipped.
         """
         now = time.time() if now is None else now
         with self._lock:
-            committed = {(t, p, o) for offsets in self._offsets.values() for (t, p), o in offsets.items()}
-            source = set(self._processed)
-        self.lag.set_wanted(committed, source)
+            wanted = None
+            if self._wanted_dirty:
+                committed = {(t, p, o) for offsets in self._offsets.values() for (t, p), o in offsets.items()}
+                uncommitted = {tp for group, owned in self._owned.items() for parts in owned.values() for tp in parts
+                               if tp not in self._offsets.get(group, {})}
+                wanted = committed, uncommitted | set(self._processed)
+                self._wanted_dirty = False
+        if wanted is not None:
+            self.lag.set_wanted(*wanted)
+        sampled = self.lag.sampled_at()
         with self._lock:
             for group, offsets in self._offsets.items():
+                owned = self._owned.get(group, {})
+                if group not in self._has_lag and not any(tp in sampled for tp in offsets) and not any(
+                        tp in sampled for parts in owned.values() for tp in parts):
+                    continue
                 lines = Lines(self.cluster)
                 self._lag_lines(lines, group, offsets)
                 self._cache.put(group, lines, _LAG_NAMES)
             ends = Lines(self.cluster)
-            for topic, partition in sorted({(t, p) for t, p, _ in committed}):
+            committed_tps = {tp for offsets in self._offsets.values() for tp in offsets if tp in sampled}
+            for topic, partition in sorted(committed_tps):
                 found = self.lag.lag_uncommitted(topic, partition)
                 if found is not None:
                     ends.add(LOG_END_FAMILY, (("topic", topic), ("partition", str(partition))), found.log_end)
@@ -261,23 +311,38 @@ class Exporter:
     # -- internals ----------------------------------------------------------------------
 
     def _lag_lines(self, lines: Lines, group: str, committed: Mapping[TopicPartition, int]) -> None:
-        """Per-partition lag (partition granularity) and per-topic / per-group aggregates.
+        """Per-partition lag (partition granularity), per-topic / per-group aggregates, member lag.
 
         A partition without a fresh log-end sample has no lag series (never a stale number).
         """
+        found: dict[TopicPartition, tuple[int, float | None]] = {}
         per_topic: dict[str, list[tuple[int, float | None]]] = {}
         for (topic, partition), offset in sorted(committed.items()):
-            found = self.lag.lag(topic, partition, offset)
-            if found is None:
+            lag = self.lag.lag(topic, partition, offset)
+            if lag is None:
                 continue
-            lag = max(0, found.lag)
-            per_topic.setdefault(topic, []).append((lag, found.seconds))
+            if lag.truncated:
+                self._count_truncation(group, topic, ((topic, partition), offset))
+            found[(topic, partition)] = (max(0, lag.lag), lag.seconds)
+            per_topic.setdefault(topic, []).append(found[(topic, partition)])
             if self.per_partition:
                 labels = (("group", group), ("topic", topic), ("partition", str(partition)))
-                lines.add(_F["kafka_consumergroup_lag"], labels, lag)
-                if found.seconds is not None:
-                    lines.add(_F["kafka_consumergroup_lag_seconds"], (*labels, ("method", found.seconds_method or "")),
-                              found.seconds)
+                lines.add(_F["kafka_consumergroup_lag"], labels, max(0, lag.lag))
+                if lag.seconds is not None:
+                    lines.add(_F["kafka_consumergroup_lag_seconds"], (*labels, ("method", lag.seconds_method or "")),
+                              lag.seconds)
+        owned = self._owned.get(group, {})
+        for parts in owned.values():
+            for topic, partition in parts:
+                if (topic, partition) in committed or (topic, partition) in found:
+                    continue
+                lag = self.lag.lag_uncommitted(topic, partition)
+                if lag is None:
+                    continue
+                found[(topic, partition)] = (max(0, lag.lag), None)
+                if self.per_partition:
+                    lines.add(_F["kafka_consumergroup_lag_uncommitted"],
+                              (("group", group), ("topic", topic), ("partition", str(partition))), max(0, lag.lag))
         everything: list[tuple[int, float | None]] = []
         for topic, rows in per_topic.items():
             labels = (("group", group), ("topic", topic))
@@ -285,6 +350,28 @@ class Exporter:
             everything.extend(rows)
         if everything:
             _aggregates(lines, (("group", group),), everything, "kafka_consumergroup_")
+        for member_labels, parts in owned.items():
+            rows = [found[tp] for tp in parts if tp in found]
+            if rows:
+                labels = (("group", group), *member_labels)
+                lines.add(_F["kafka_consumergroup_member_lag"], labels, sum(lag for lag, _ in rows))
+                seconds = [s for _, s in rows if s is not None]
+                if seconds:
+                    lines.add(_F["kafka_consumergroup_member_lag_seconds"], labels, max(seconds))
+        for topic, count in sorted(self._truncations.get(group, {}).items()):
+            lines.add(_F["kafka_consumergroup_lag_truncations_total"], (("group", group), ("topic", topic)), count)
+        if found:
+            self._has_lag.add(group)
+        else:
+            self._has_lag.discard(group)
+
+    def _count_truncation(self, group: str, topic: str, commit: tuple[TopicPartition, int]) -> None:
+        """Once per commit found truncated, however many renders see it."""
+        seen = self._truncated.setdefault(group, set())
+        if commit not in seen:
+            seen.add(commit)
+            by_topic = self._truncations.setdefault(group, {})
+            by_topic[topic] = by_topic.get(topic, 0) + 1
 
     def _update_input_lag(self, now: float) -> None:
         behind = 0
@@ -361,6 +448,16 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:
         lines.add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
     lines.add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)
     lines.add(_F["kafka_consumergroup_offset_commits_total"], g, commits_total)
+    lines.add(_F["kafka_consumergroup_empty_transitions_total"], g, s.empty_transitions_total)
+    lines.add(_F["kafka_consumergroup_recreations_total"], g, s.recreations_total)
+    lines.add(_F["kafka_consumergroup_generations_advanced_total"], g, s.generations_advanced_total)
+    for cause, count in sorted(s.rebalance_causes.items()):
+        lines.add(_F["kafka_consumergroup_rebalance_causes_total"], (*g, ("cause", cause)), count)
+    for how, count in sorted(s.departures.items()):
+        lines.add(_F["kafka_consumergroup_member_departures_total"], (*g, ("how", how)), count)
+    for churn in s.member_churn:
+        lines.add(_F["kafka_consumergroup_member_churn"],
+                  (*g, ("client_id", churn.client_id), ("client_host", churn.client_host)), churn.count)
 
 
 def _aggregates(lines: Lines, labels: tuple[tuple[str, str], ...], rows: list[tuple[int, float | None]],

@@ -8,6 +8,7 @@ output (the text format requires it), so the cache is kept per family and per gr
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,7 +28,12 @@ class Family:
         return f"# HELP {self.name} {text}\n# TYPE {self.name} {self.kind}\n".encode()
 
 
+_NEEDS_ESCAPE = re.compile(r'[\\\n"]').search
+
+
 def escape(value: str) -> str:
+    if _NEEDS_ESCAPE(value) is None:  # nearly every label value: no copy
+        return value
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -52,10 +58,28 @@ class Lines:
         self.count = 0
 
     def add(self, family: Family, labels: Iterable[tuple[str, str]], value: float) -> None:
-        label_text = ",".join(f'{k}="{escape(v)}"' for k, v in labels)
-        self.by_family.setdefault(family.name, []).append(
-            f"{family.name}{{{self.prefix},{label_text}}} {number(value)}\n")
+        label_text = ",".join([f'{k}="{escape(v)}"' for k, v in labels])
+        lines = self.by_family.get(family.name)
+        if lines is None:
+            lines = self.by_family[family.name] = []
+        lines.append(f"{family.name}{{{self.prefix},{label_text}}} {number(value)}\n")
         self.count += 1
+
+    def add_many(self, family: Family, labels: Iterable[tuple[str, str]],
+                 rows: Iterable[tuple[tuple[str, int], float]]) -> None:
+        """One line per ``((topic, partition), value)`` under the same leading ``labels`` (the hot path)."""
+        head = ",".join([f'{k}="{escape(v)}"' for k, v in labels])
+        prefix = f"{family.name}{{{self.prefix},{head},topic=\""
+        lines = self.by_family.get(family.name)
+        if lines is None:
+            lines = self.by_family[family.name] = []
+        topics: dict[str, str] = {}
+        for (topic, partition), value in rows:
+            text = topics.get(topic)
+            if text is None:
+                text = topics[topic] = f'{prefix}{escape(topic)}",partition="'
+            lines.append(f'{text}{partition}"}} {number(value)}\n')
+            self.count += 1
 
     def encoded(self) -> dict[str, bytes]:
         return {name: "".join(lines).encode() for name, lines in self.by_family.items()}

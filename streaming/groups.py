@@ -9,11 +9,12 @@ functions of :mod:`streaming.state`; only groups that had a record in the batch 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from decoders import DecodeError, decode
 from streaming.batch_input import BatchInput
@@ -55,7 +56,6 @@ class BatchResult:
     events: list[RebalanceEvent] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
-    changed_offsets: dict[str, dict[TopicPartition, CommittedOffset | None]] = field(default_factory=dict)
     errors: Counter[str] = field(default_factory=Counter)
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
@@ -73,8 +73,7 @@ class GroupStage:
 
     def apply(self, batch: BatchInput) -> BatchResult:
         result = BatchResult()
-        self._apply_commits(batch.commits, result)
-        self._apply_group_records(batch.group_records, result)
+        self.apply_batch(batch.commits, batch.group_records, result)
         result.dead_letters.extend(_dead_letters(batch.dead_letters))
         for group in list(result.changed):
             if not self._alive(group):
@@ -82,60 +81,113 @@ class GroupStage:
         return result
 
     def _apply_commits(self, commits: pa.Table, result: BatchResult) -> None:
+        """Apply reduced commits that no group record of the batch comes after (see :meth:`apply_batch`).
+
+        Counters are aggregated per group in Arrow; only the offsets themselves are set per row.
+        """
         if commits.num_rows == 0:
             return
         # Across tasks a key can appear twice only for a topic whose groups span partitions
         # (a replay); the highest (partition, offset) wins, so the result never depends on task order.
         commits = commits.sort_by([("kafka_partition", "ascending"), ("kafka_offset", "ascending")])
-        columns = [commits.column(name).to_pylist() for name in
-                   ("group", "topic", "partition", "offset", "commit_timestamp", "record_time_ms", "count")]
-        for group, topic, partition, offset, commit_ts, record_ms, count in zip(*columns, strict=True):
+        per_group = commits.group_by("group", use_threads=False).aggregate(
+            [("count", "sum"), ("record_time_ms", "max")])
+        for group, count, last_ms in zip(*(per_group.column(n).to_pylist() for n in (
+                "group", "count_sum", "record_time_ms_max")), strict=True):
             entry = self.offsets.get(group)
             if entry is None:
                 entry = self.offsets[group] = GroupOffsets()
-            tp = (topic, partition)
-            changes = result.changed_offsets.setdefault(group, {})
-            if offset is None:
-                entry.offsets.pop(tp, None)
-                changes[tp] = None
-            else:
-                entry.offsets[tp] = changes[tp] = CommittedOffset(offset, commit_ts)
             entry.commits_total += count
-            entry.last_commit_ms = max(entry.last_commit_ms, record_ms or 0)
+            entry.last_commit_ms = max(entry.last_commit_ms, last_ms or 0)
             result.changed.add(group)
-
-    def _apply_group_records(self, records: pa.Table, result: BatchResult) -> None:
-        if records.num_rows == 0:
-            return
-        records = records.sort_by([("kafka_partition", "ascending"), ("kafka_offset", "ascending")])
-        columns = [records.column(name).to_pylist() for name in
-                   ("group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset")]
-        for group, key, value, record_ms, kafka_partition, kafka_offset in zip(*columns, strict=True):
-            record = decode(key, value)
-            if isinstance(record, DecodeError):
-                result.errors[record.reason] += 1
-                result.dead_letters.append(
-                    DeadLetter(kafka_partition, kafka_offset, record_ms, record.reason, key, value))
-                continue
-            snapshot, events = apply_record(self.snapshots.get(group), record, int(record_ms or 0))
-            if snapshot is None:
-                self.snapshots.pop(group, None)
+        offsets = self.offsets
+        columns = (commits.column(n).to_pylist() for n in ("group", "topic", "partition", "offset", "commit_timestamp"))
+        for group, topic, partition, offset, commit_ts in zip(*columns, strict=True):
+            if offset is None:
+                offsets[group].offsets.pop((topic, partition), None)
             else:
-                self.snapshots[group] = snapshot
-            result.events.extend(events)
-            result.changed.add(group)
+                offsets[group].offsets[(topic, partition)] = CommittedOffset(offset, commit_ts)
+
+    def _commit(self, result: BatchResult, group: str, tp: TopicPartition, offset: int | None,
+                commit_ts: int | None, record_ms: int | None, count: int) -> None:
+        """One commit, in log order among a group's records."""
+        entry = self.offsets.get(group)
+        if entry is None:
+            entry = self.offsets[group] = GroupOffsets()
+        if offset is None:
+            entry.offsets.pop(tp, None)
+        else:
+            entry.offsets[tp] = CommittedOffset(offset, commit_ts)
+        entry.commits_total += count
+        entry.last_commit_ms = max(entry.last_commit_ms, record_ms or 0)
+        result.changed.add(group)
+
+    def apply_batch(self, commits: pa.Table, records: pa.Table, result: BatchResult) -> None:
+        """Commits and group records in log order: a record sees the commits written before it.
+
+        Departures are inferred from the time of each member's last commit (see
+        :func:`streaming.state.apply_record`). Commits arrive reduced to the latest per partition
+        and task, so a record sees an earlier batch's commit time where the batch's own latest
+        commit on that partition came after it: a lower bound, never a later time.
+        """
+        if records.num_rows == 0:
+            self._apply_commits(commits, result)
+            return
+        # Only a commit written before its group's last record in this batch has to be interleaved;
+        # every other commit is applied afterwards on the plain path (nothing after it reads it).
+        last_record = records.group_by("group").aggregate([("kafka_offset", "max")])
+        joined = commits.join(last_record, "group", join_type="left outer")
+        before = pc.fill_null(pc.less(joined.column("kafka_offset"), joined.column("kafka_offset_max")), False)
+        early = joined.filter(before)
+        interleaved: dict[str, list[tuple[int, int, int, tuple]]] = {}
+        for row in zip(*(early.column(n).to_pylist() for n in (
+                "group", "kafka_partition", "kafka_offset", "topic", "partition", "offset", "commit_timestamp",
+                "record_time_ms", "count")), strict=True):
+            interleaved.setdefault(row[0], []).append((row[1], row[2], 0, row))
+        for row in zip(*(records.column(n).to_pylist() for n in (
+                "group", "kafka_partition", "kafka_offset", "raw_key", "raw_value", "record_time_ms")), strict=True):
+            interleaved.setdefault(row[0], []).append((row[1], row[2], 1, row))
+        for group, items in interleaved.items():
+            for _, _, kind, row in sorted(items, key=lambda item: item[:3]):
+                if kind == 0:
+                    _, _, _, topic, partition, offset, commit_ts, record_ms, count = row
+                    self._commit(result, group, (topic, partition), offset, commit_ts, record_ms, count)
+                else:
+                    self._fold(result, *row)
+        self._apply_commits(joined.filter(pc.invert(before)), result)
+
+    def _fold(self, result: BatchResult, group: str, kafka_partition: int, kafka_offset: int, key: bytes,
+              value: bytes | None, record_ms: int | None) -> None:
+        record = decode(key, value)
+        if isinstance(record, DecodeError):
+            result.errors[record.reason] += 1
+            result.dead_letters.append(DeadLetter(kafka_partition, kafka_offset, record_ms, record.reason, key, value))
+            return
+        offsets = self.offsets.get(group)
+        commit_times = _CommitTimes(offsets.offsets) if offsets is not None else None
+        snapshot, events = apply_record(self.snapshots.get(group), record, int(record_ms or 0), commit_times)
+        if snapshot is None:
+            self.snapshots.pop(group, None)
+        else:
+            self.snapshots[group] = snapshot
+        result.events.extend(events)
+        result.changed.add(group)
 
     def _alive(self, group: str) -> bool:
         snapshot = self.snapshots.get(group)
         offsets = self.offsets.get(group)
-        has_metadata = snapshot is not None and (snapshot.classic is not None or snapshot.consumer is not None)
-        return has_metadata or (offsets is not None and bool(offsets.offsets))
+        return (snapshot is not None and snapshot.has_metadata) or (offsets is not None and bool(offsets.offsets))
+
+    def forget(self, groups: Iterable[str]) -> None:
+        """Drop groups outright (expiry replayed from a delta)."""
+        for group in groups:
+            self.snapshots.pop(group, None)
+            self.offsets.pop(group, None)
 
     def _forget(self, group: str, result: BatchResult) -> None:
         self.snapshots.pop(group, None)
         self.offsets.pop(group, None)
         result.changed.discard(group)
-        result.changed_offsets.pop(group, None)
         result.removed.add(group)
 
     def expire(self, now_ms: int, ttl_ms: int) -> BatchResult:
@@ -154,11 +206,44 @@ class GroupStage:
         snapshot = self.snapshots.get(group)
         return snapshot if snapshot is not None else GroupSnapshot(group=group)
 
+    def assignments(self, group: str) -> dict[str, list[TopicPartition]]:
+        """Each member's (owner key's) assigned partitions by topic name: what member lag sums over."""
+        snapshot = self.snapshots.get(group)
+        if snapshot is None:
+            return {}
+        if snapshot.classic is not None:
+            members = [(m.owner, m.assigned) for m in snapshot.classic.members]
+        elif snapshot.consumer is not None:
+            members = [(m.owner, m.current.assigned if m.current else {}) for m in snapshot.consumer.members.values()]
+        else:
+            return {}
+        return {owner: [(snapshot.topic_label(topic), p) for topic, parts in sorted(assigned.items()) for p in parts]
+                for owner, assigned in members}
+
     def summary(self, group: str, now_ms: int) -> GroupSummary:
         return summarize(self._snapshot_for(group), now_ms)
 
     def summaries(self, groups: Iterable[str], now_ms: int) -> list[GroupSummary]:
         return [self.summary(group, now_ms) for group in sorted(groups)]
+
+
+class _CommitTimes(Mapping[TopicPartition, int]):
+    """A group's commit times by partition, read through its offsets without copying them."""
+
+    def __init__(self, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        self._offsets = offsets
+
+    def __getitem__(self, tp: TopicPartition) -> int:
+        entry = self._offsets[tp]
+        if entry.commit_timestamp_ms is None:
+            raise KeyError(tp)
+        return entry.commit_timestamp_ms
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return (tp for tp, entry in self._offsets.items() if entry.commit_timestamp_ms is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _dead_letters(table: pa.Table) -> list[DeadLetter]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from streaming.dead_letters import DeadLetterLog
 from streaming.exporter import Exporter
-from streaming.history import EventLog
+from streaming.history import EventLog, run_id_for_checkpoint
 from streaming.jars import connector_jars
 from streaming.kafka_config import client_config_from_kafka_options
 from streaming.lag import LagTracker
@@ -48,7 +48,7 @@ class Monitor:
         monitor_dir = options.checkpoint_dir / "monitor"
         tracker = LagTracker(interval_s=options.lag_poll_seconds)
         self.exporter = Exporter(options.cluster, tracker, options.lag_granularity, options.max_series)
-        self.event_log = EventLog(options.event_log_path)
+        self.event_log = EventLog(options.event_log_path, run_id_for_checkpoint(options.checkpoint_dir))
         self.state_store = StateStore(monitor_dir / "state")
         client_config = client_config_from_kafka_options(options.kafka_options)
         self.poller = LogEndPoller(options.bootstrap_servers, tracker, interval_s=options.lag_poll_seconds,

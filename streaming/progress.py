@@ -43,7 +43,8 @@ def progress_line(progress: Any, report: BatchReport, skipped: int, behind: int 
     return (f"batch {progress.batchId}: {progress.numInputRows} records [{records or 'none'}] "
             f"errors={sum(report.errors.values())} groups={report.groups} rebalances={report.rebalances} "
             f"skipped_offsets={skipped} took={progress.batchDuration / 1000:.2f}s "
-            f"(sink {report.sink_seconds:.2f}s) behind={behind if behind is not None else '?'}")
+            f"(collect {report.collect_seconds:.2f}s, fold {report.fold_seconds:.2f}s) "
+            f"behind={behind if behind is not None else '?'}")
 
 
 class ProgressListener(StreamingQueryListener):

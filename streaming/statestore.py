@@ -1,9 +1,12 @@
 """The group stage's state on disk, in the job's checkpoint directory, in step with Spark's own.
 
-Each batch that changes anything writes a *delta* (the changed groups and the changed offsets,
-as Arrow IPC files) under ``<checkpoint>/monitor/state/delta-<batch>``; from time to time the
-whole state is written once as ``snapshot-<batch>`` and older files go. Every directory is
-written under a temporary name and renamed, so it is either complete or absent.
+Each batch writes a *delta* under ``<checkpoint>/monitor/state/delta-<batch>``: the batch's
+own input to the group stage (its reduced commits and raw group records, Arrow IPC files as
+they arrived) and the groups it expired. Recovery replays deltas through the same pure
+functions, so a batch costs no serialisation of the groups it touched. When the deltas since
+the last snapshot outweigh the state, the whole state is written once as
+``snapshot-<batch>`` (snapshots as JSON, offsets as Arrow) and older files go. Every
+directory is written under a temporary name and renamed: complete or absent.
 
 Recovery follows Spark's commit log (``<checkpoint>/spark/commits``): the state is the newest
 snapshot at or before the last batch Spark committed plus the deltas after it up to that batch.
@@ -22,6 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.feather as feather
 
+from streaming.batch_input import BatchInput
+from streaming.contract import STAGE_SCHEMA
 from streaming.groups import CommittedOffset, GroupOffsets, GroupStage
 from streaming.state import GroupSnapshot
 
@@ -39,6 +44,9 @@ OFFSETS_SCHEMA = pa.schema([
     ("offset", pa.int64()),  # null: the offset was deleted (a tombstone)
     ("commit_timestamp", pa.int64()),
 ])
+DELTA_COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timestamp", "record_time_ms", "count",
+                        "kafka_partition", "kafka_offset"]
+DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset"]
 _ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
 
 
@@ -54,9 +62,12 @@ def last_committed_batch(spark_checkpoint: Path) -> int | None:
 class StateStore:
     """Deltas and snapshots of a :class:`~streaming.groups.GroupStage` (see the module docstring)."""
 
-    def __init__(self, path: Path, compact_min_rows: int = 50_000) -> None:
+    def __init__(self, path: Path, compact_min_rows: int = 50_000, compact_factor: float = 2.0) -> None:
         self.path = Path(path)
+        # A snapshot once the rows written since the last one reach compact_factor x the live state
+        # (and compact_min_rows): a restart replays at most that much, and snapshots cost O(changes).
         self.compact_min_rows = compact_min_rows
+        self.compact_factor = compact_factor
         self._rows_since_snapshot = 0
 
     def _entries(self) -> list[tuple[int, str, Path]]:
@@ -75,23 +86,27 @@ class StateStore:
         if last_committed is None:
             return stage
         kept = [e for e in entries if e[0] <= last_committed]
-        snapshots = [i for i, e in enumerate(kept) if e[1] == "snapshot"]
-        start = snapshots[-1] if snapshots else 0
-        for _batch, _kind, path in kept[start:]:
-            rows = _apply(stage, path)
-            self._rows_since_snapshot += rows
+        snapshots = [e for e in kept if e[1] == "snapshot"]
+        covered = -1
+        if snapshots:
+            covered, _, path = snapshots[-1]
+            _load_snapshot(stage, path)
+        for batch, kind, path in kept:
+            if kind == "delta" and batch > covered:  # a snapshot already holds its own batch
+                self._rows_since_snapshot += _replay(stage, path)
         return stage
 
-    def write_delta(self, batch_id: int, stage: GroupStage, groups: Iterable[str],
-                    offsets: dict[str, dict[tuple[str, int], CommittedOffset | None]]) -> None:
-        """Persist what ``batch_id`` changed: ``groups`` (changed or removed) and their changed offsets."""
-        groups = sorted(set(groups))
-        if not groups:
+    def write_delta(self, batch_id: int, batch: BatchInput, expired: Iterable[str]) -> None:
+        """Persist ``batch_id``'s input to the group stage and the groups it expired."""
+        expired = sorted(set(expired))
+        if batch.commits.num_rows == 0 and batch.group_records.num_rows == 0 and not expired:
             return
-        group_table = _groups_table(stage, groups)
-        offset_rows = [(g, tp, entry) for g, changes in offsets.items() for tp, entry in changes.items()]
-        self._write(f"delta-{batch_id}", group_table, _offsets_table(offset_rows))
-        self._rows_since_snapshot += group_table.num_rows + len(offset_rows)
+        self._write(f"delta-{batch_id}", {
+            "commits": batch.commits.select(DELTA_COMMIT_COLUMNS),
+            "records": batch.group_records.select(DELTA_RECORD_COLUMNS),
+            "expired": pa.table({"group": pa.array(expired, pa.string())}),
+        })
+        self._rows_since_snapshot += batch.commits.num_rows + batch.group_records.num_rows + len(expired)
 
     def maybe_compact(self, committed_batch: int | None, stage: GroupStage) -> bool:
         """Write a snapshot of ``stage`` (the state as of ``committed_batch``, which Spark has
@@ -99,7 +114,7 @@ class StateStore:
         if committed_batch is None:
             return False
         live = len(stage.groups) + sum(len(o.offsets) for o in stage.offsets.values())
-        if self._rows_since_snapshot < max(self.compact_min_rows, live):
+        if self._rows_since_snapshot < max(self.compact_min_rows, self.compact_factor * live):
             return False
         self.write_snapshot(committed_batch, stage)
         return True
@@ -108,19 +123,20 @@ class StateStore:
         groups = sorted(stage.groups)
         offset_rows = [(g, tp, entry) for g in groups
                        for tp, entry in sorted((stage.offsets[g].offsets if g in stage.offsets else {}).items())]
-        self._write(f"snapshot-{batch_id}", _groups_table(stage, groups), _offsets_table(offset_rows))
+        self._write(f"snapshot-{batch_id}", {"offsets": _offsets_table(offset_rows),
+                                              "groups": _groups_table(stage, groups)})
         for batch, _kind, path in self._entries():
             if batch < batch_id or (batch == batch_id and path.name.startswith("delta")):
                 shutil.rmtree(path)
         self._rows_since_snapshot = 0
 
-    def _write(self, name: str, groups: pa.Table, offsets: pa.Table) -> None:
+    def _write(self, name: str, tables: dict[str, pa.Table]) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / f".{name}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        feather.write_feather(offsets, tmp / "offsets.arrow", compression="lz4")
-        feather.write_feather(groups, tmp / "groups.arrow", compression="lz4")
+        for table_name, table in tables.items():
+            feather.write_feather(table, tmp / f"{table_name}.arrow", compression="lz4")
         target = self.path / name
         if target.exists():  # the same batch written by an earlier attempt
             shutil.rmtree(target)
@@ -149,8 +165,18 @@ def _offsets_table(rows: list[tuple[str, tuple[str, int], CommittedOffset | None
     ], schema=OFFSETS_SCHEMA)
 
 
-def _apply(stage: GroupStage, path: Path) -> int:
-    """Apply one delta or snapshot directory to ``stage``; returns its row count."""
+def _replay(stage: GroupStage, path: Path) -> int:
+    """Apply one delta to ``stage`` as the batch did; returns its row count."""
+    commits = feather.read_table(path / "commits.arrow")
+    records = feather.read_table(path / "records.arrow")
+    expired = feather.read_table(path / "expired.arrow").column("group").to_pylist()
+    stage.apply(BatchInput(commits, records, STAGE_SCHEMA.empty_table()))
+    stage.forget(expired)
+    return commits.num_rows + records.num_rows + len(expired)
+
+
+def _load_snapshot(stage: GroupStage, path: Path) -> None:
+    """Load a snapshot directory into (an empty) ``stage``."""
     offsets = feather.read_table(path / "offsets.arrow")
     groups = feather.read_table(path / "groups.arrow")
     for group, topic, partition, offset, commit_ts in zip(*(offsets.column(n).to_pylist() for n in
@@ -170,6 +196,6 @@ def _apply(stage: GroupStage, path: Path) -> int:
             stage.snapshots.pop(group, None)
         else:
             stage.snapshots[group] = GroupSnapshot.from_json(snapshot)
-        entry = stage.offsets.setdefault(group, GroupOffsets())
-        entry.commits_total, entry.last_commit_ms = commits_total, last_commit_ms
-    return offsets.num_rows + groups.num_rows
+        if group in stage.offsets or commits_total or last_commit_ms:  # a group known by metadata alone has none
+            entry = stage.offsets.setdefault(group, GroupOffsets())
+            entry.commits_total, entry.last_commit_ms = commits_total, last_commit_ms

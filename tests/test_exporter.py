@@ -118,8 +118,13 @@ EXPOSED = {
     "rebalance_monitor_batch_duration_seconds_sum", "rebalance_monitor_input_lag_records",
     "rebalance_monitor_input_lag_seconds", "rebalance_monitor_last_batch_timestamp_seconds",
     "rebalance_monitor_groups", "rebalance_monitor_series", "rebalance_monitor_series_dropped",
-    "rebalance_monitor_log_end_poll_timestamp_seconds",
+    "rebalance_monitor_log_end_poll_timestamp_seconds", "kafka_consumergroup_empty_transitions_total",
+    "kafka_consumergroup_recreations_total", "kafka_consumergroup_generations_advanced_total",
+    "kafka_consumergroup_rebalance_causes_total", "kafka_consumergroup_member_churn",
+    "kafka_consumergroup_lag_uncommitted", "kafka_consumergroup_member_lag", "kafka_consumergroup_member_lag_seconds",
 }
+# C0 owns t0:0 (committed 150, log end 200), C1 owns t0:2 (never committed), i-2 owns t0:1 (caught up).
+ORDERS_ASSIGNMENTS = {"C0": [("t0", 0)], "C1": [("t0", 2)], "i-2": [("t0", 1)]}
 NOW = 1_700_000_100.0
 
 
@@ -127,13 +132,14 @@ def make_exporter(granularity: str = "partition", max_series: int | None = None)
     clock = Clock(NOW)
     tracker = LagTracker(interval_s=10, clock=clock)
     exporter = Exporter("prod-eu", tracker, granularity, max_series)
-    exporter.update_group(orders_summary(), ORDERS_OFFSETS)
+    exporter.update_group(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
     exporter.update_group(kip848_summary(), None)
     # the source topic is tracked for the job's own input lag: 40 records past where the last batch ended
     exporter.observe_batch(0.3, 1, {("offsets", 0): 1000}, 1_700_000_000.5)
     exporter.observe_batch(7.0, 2, {("offsets", 0): 1060}, 1_700_000_010.5)
     exporter.refresh_lag(NOW)  # tells the tracker what to poll
-    tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("offsets", 0): (0, 1100)}, NOW - 1)
+    tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("t0", 2): (10, 40), ("offsets", 0): (0, 1100)},
+                           NOW - 1)
     tracker.record_round(NOW - 1, {})
     exporter.count_records({1: 5, 2: 2}, newest_record_ms=int((NOW - 30) * 1000))
     exporter.count_records({1: 1, 3: 1})
@@ -200,6 +206,25 @@ def test_offset_and_lag_series(exporter):
     assert value(samples, "kafka_consumergroup_total_lag", group="orders") == 50
     assert value(samples, "kafka_consumergroup_max_lag", group="orders") == 50
     assert {lab["group"] for lab, _ in samples["kafka_consumergroup_lag"]} == {"orders"}
+    # assigned but never committed: from the log start, in its own series and in the member's lag
+    assert value(samples, "kafka_consumergroup_lag_uncommitted", group="orders", topic="t0", partition=2) == 30
+    assert not [lab for lab, _ in samples["kafka_consumergroup_lag"] if lab["partition"] == "2"]
+
+
+def test_member_lag_points_at_the_member_behind(exporter):
+    samples, _, _ = scrape(exporter)
+    lag = {lab["member"]: v for lab, v in samples["kafka_consumergroup_member_lag"]}
+    assert lag == {"C0": 50, "C1": 30, "i-2": 0}
+    clients = {lab["member"]: (lab["client_id"], lab["client_host"])
+               for lab, _ in samples["kafka_consumergroup_member_lag"]}
+    assert clients["C0"] == ("client-C0", "/10.0.0.7")
+
+
+def test_counters_of_the_rebalance_definition(exporter):
+    samples, _, _ = scrape(exporter)
+    assert value(samples, "kafka_consumergroup_rebalance_causes_total", group="orders", cause="members_joined") == 1
+    assert value(samples, "kafka_consumergroup_empty_transitions_total", group="orders") == 0
+    assert value(samples, "kafka_consumergroup_generations_advanced_total", group="orders") == 1
 
 
 def test_topic_granularity_keeps_only_aggregates():
@@ -252,7 +277,8 @@ def test_removed_groups_vanish(exporter):
 
 def test_updates_replace_a_groups_series(exporter):
     updated = orders_summary()
-    exporter.update_group(type(updated)(**{**updated.__dict__, "rebalances_total": 9}), ORDERS_OFFSETS)
+    exporter.update_group(type(updated)(**{**updated.__dict__, "rebalances_total": 9}), ORDERS_OFFSETS,
+                          ORDERS_ASSIGNMENTS)
     samples, _, _ = scrape(exporter)
     assert value(samples, "kafka_consumergroup_rebalances_total", group="orders") == 9
     assert value(samples, "kafka_consumergroup_lag", group="orders", topic="t0", partition=0) == 50

@@ -47,13 +47,19 @@ def test_seed_range_example_then_join_and_crash(kafka_broker, admin, monitor, me
     assert value(samples, "kafka_consumergroup_state", group=group, state="Stable") == 1
     rebalances = value(samples, "kafka_consumergroup_rebalances_total", group=group)
     moved = value(samples, "kafka_consumergroup_partitions_moved_total", group=group)
+    advanced = value(samples, "kafka_consumergroup_generations_advanced_total", group=group)
 
     crew += _start(members, kafka_broker.bootstrap, group, topics, ["C2"])
     after = wait_balanced(crew, parts)
     new_generation = crew[0].generation
     samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_generation", group=group) == new_generation,
                        "the join's generation")
-    assert value(samples, "kafka_consumergroup_rebalances_total", group=group) == rebalances + (
+    # One rebalance per completed assignment (each an event in the log); Kafka's raw steps go to their own counter.
+    joined = [e for e in monitor.event_log.read(group) if e.new_generation > generation]
+    assert value(samples, "kafka_consumergroup_rebalances_total", group=group) == rebalances + len(joined)
+    assert joined
+    assert "members_joined" in joined[0].causes
+    assert value(samples, "kafka_consumergroup_generations_advanced_total", group=group) - advanced == (
         new_generation - generation)
     assert value(samples, "kafka_consumergroup_partitions_moved_total", group=group) == moved + owner_changes(
         before, after)
@@ -119,7 +125,9 @@ def test_cooperative_sticky_join(kafka_broker, admin, monitor, members, unique):
     # Incremental rebalancing: revoke first, assign in a follow-up generation; only real owner changes count.
     assert value(samples, "kafka_consumergroup_partitions_moved_total", group=group) - moved == owner_changes(
         before, after) == 2
-    assert value(samples, "kafka_consumergroup_rebalances_total", group=group) - rebalances == (
+    # The revoke round and the assign round are two completed assignments: two rebalances.
+    events = [e for e in monitor.event_log.read(group) if e.new_generation > generation]
+    assert value(samples, "kafka_consumergroup_rebalances_total", group=group) - rebalances == len(events) == (
         crew[0].generation - generation)
 
 
@@ -174,8 +182,10 @@ def test_kip848_group_epochs_members_and_topic_names(kafka_broker, admin, monito
                        and _per_client(s, group) == {c: len(p) for c, p in after.items()}, "KIP-848 join")
     new_epoch = value(samples, "kafka_consumergroup_generation", group=group)
     assert new_epoch > epoch
-    assert value(samples, "kafka_consumergroup_rebalances_total", group=group) == rebalances + (new_epoch - epoch)
+    # Kafka 4.3 may merge epoch bumps: count completed target assignments (events), not the epoch delta.
     events = [e for e in monitor.event_log.read(group) if e.new_generation > epoch]
+    assert value(samples, "kafka_consumergroup_rebalances_total", group=group) == rebalances + len(events) >= (
+        rebalances + 1)
     moved = [label for e in events for label in e.moved_partitions]
     assert moved, "a third member must take partitions over"
     assert all(label.rsplit(":", 1)[0] == topics[0] for label in moved)

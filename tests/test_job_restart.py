@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from benchmarks.synthetic import Workload, backlog, produce
+from decoders import decode
 from testbed.workload import Member, start_members, wait_balanced
-from tests.monitor_helpers import start_monitor, value, wait_for
+from tests.monitor_helpers import scrape, series, start_monitor, value, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -62,3 +66,64 @@ def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tm
     assert len(transitions) == len(set(transitions)) == rebalances_before + 1
     assert transitions[-1][1] == generation_after_downtime
     assert events[: len(events_before)] == events_before
+
+
+def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafka_broker, admin, tmp_path, unique):
+    """200 groups x 50 partitions, a generation every 100 commits, written in two halves (the second
+    batch compacts the state into a snapshot); a restart serves the same offsets and counters at once."""
+    topic = f"w1-shaped-{unique}"
+    admin.create_topic(topic, 50)
+    shape = Workload(groups=200, partitions=50, records=40_000, generation_every=100)
+    records = list(backlog(shape, int(time.time() * 1000)))
+    expected_offsets: dict[tuple[str, str, str], float] = {}
+    generations: dict[str, int] = {}
+    for _, key, raw in records:
+        decoded = decode(key, raw)
+        if decoded.record_type == 2:
+            generations[decoded.group] = decoded.value.generation
+        else:
+            k = decoded.key
+            expected_offsets[(decoded.group, k.topic, str(k.partition))] = decoded.value.offset
+    half = len(records) // 2
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
+    # snapshot at every chance: the restart reads a snapshot and the deltas after it
+    job.state_store.compact_min_rows, job.state_store.compact_factor = 0, 0.0
+    try:
+        produce(kafka_broker.bootstrap, topic, iter(records[:half]))
+        wait_for(job, lambda s: (value(s, "rebalance_monitor_records_total", record_type="OffsetCommit") or 0)
+                 + (value(s, "rebalance_monitor_records_total", record_type="GroupMetadata") or 0) == half,
+                 "the first half")
+        produce(kafka_broker.bootstrap, topic, iter(records[half:]))
+        before = wait_for(job, lambda s: _committed(s) == expected_offsets, "every commit of the topic")
+    finally:
+        job.stop()
+    assert any(p.name.startswith("snapshot-") for p in (tmp_path / "checkpoint" / "monitor" / "state").iterdir())
+    for group, generation in generations.items():
+        assert value(before, "kafka_consumergroup_generation", group=group) == generation
+        assert value(before, "kafka_consumergroup_rebalances_total", group=group) == generation - 1
+    counters = ("kafka_consumergroup_rebalances_total", "kafka_consumergroup_partitions_moved_total",
+                "kafka_consumergroup_offset_commits_total", "kafka_consumergroup_generation",
+                "kafka_consumergroup_members")
+
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
+    try:
+        restored = scrape(job)  # served from the checkpoint before any batch runs
+        assert _committed(restored) == expected_offsets
+        for name in counters:
+            assert series(restored, name) == series(before, name), name
+        time.sleep(5)  # triggers come and go: nothing is read again, nothing counted twice
+        later = scrape(job)
+        for name in counters:
+            assert series(later, name) == series(before, name), name
+    finally:
+        job.stop()
+    events = job.event_log.read()
+    assert len(events) == len({(e.group, e.new_generation) for e in events}) == sum(
+        generation - 1 for generation in generations.values())
+
+
+def _committed(samples) -> dict[tuple[str, str, str], float]:
+    committed = series(samples, "kafka_consumergroup_committed_offset")
+    rows = ((dict(labels), v) for labels, v in committed.items())
+    return {(labels["group"], labels["topic"], labels["partition"]): v
+            for labels, v in rows if labels["group"].startswith("bench-group-")}

@@ -1,0 +1,370 @@
+"""``make bench-job``: the real job against a local broker, each figure beside baselines from the same run.
+
+Baselines, on the same topic in the same run: Kafka's own ``ConsumerPerformance`` (the ceiling
+of reading the topic at all), Spark's Kafka source read + ``count()``, and one Python process
+consuming with confluent-kafka and calling ``decoders.decode`` per record (what a simple
+exporter does). Workloads and targets: docs/benchmarks.md. Results also go to a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.synthetic import W1, W1_5M, W2, Workload, backlog, group_metadata, produce
+from decoders import coordinator_partition, decode
+from streaming.job import Monitor, spark_session
+from streaming.options import parse_args
+from streaming.source import FETCH_OPTIONS
+from testbed.broker import LocalKafka, run_kafka_tool
+from testbed.workload import Admin
+from tests.decoder_encoder import encode_key
+
+WORKLOADS = {"w1": W1, "w1-5m": W1_5M, "w2": W2}
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str
+    target: str = ""
+    baseline: str = ""
+    met: bool | None = None
+
+
+@dataclass
+class Report:
+    figures: list[Figure] = field(default_factory=list)
+
+    def add(self, figure: Figure) -> None:
+        self.figures.append(figure)
+        verdict = "" if figure.met is None else ("  MET" if figure.met else "  MISSED")
+        print(f"  {figure.name}: {figure.value:,.3f} {figure.unit}"
+              f"{'  [' + figure.baseline + ']' if figure.baseline else ''}"
+              f"{'  target ' + figure.target if figure.target else ''}{verdict}", flush=True)
+
+
+# ------------------------------------------------------------------------------ resources
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class PeakRss(threading.Thread):
+    """Peak summed RSS of this process and its descendants, leaving out the broker's tree."""
+
+    def __init__(self, exclude: set[int]) -> None:
+        super().__init__(daemon=True)
+        self.exclude, self.peak, self._done = exclude, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(0.25):
+            pids, todo = [], [os.getpid()]
+            while todo:
+                pid = todo.pop()
+                if pid in self.exclude:
+                    continue
+                pids.append(pid)
+                todo.extend(_children(pid))
+            self.peak = max(self.peak, sum(_rss_bytes(p) for p in pids))
+
+    def stop(self) -> int:
+        self._done.set()
+        self.join(5)
+        return self.peak
+
+
+# ------------------------------------------------------------------------------ baselines
+
+
+def consumer_performance(bootstrap: str, topic: str, records: int) -> float:
+    """Records per second by Kafka's own ConsumerPerformance, first record to last (its fetch rate)."""
+    result = run_kafka_tool("org.apache.kafka.tools.ConsumerPerformance",
+                            ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+                             "--timeout", "60000"], timeout=600)
+    header, values = [line for line in result.stdout.splitlines() if line.strip()][-2:]
+    row = dict(zip([h.strip() for h in header.split(",")], [v.strip() for v in values.split(",")], strict=False))
+    return float(row["fetch.nMsg.sec"])
+
+
+def spark_count(spark: Any, bootstrap: str, topic: str, tuned: bool) -> tuple[float, int]:
+    """Seconds and rows of a batch read of the topic through Spark's Kafka source, then count()."""
+    reader = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+              .option("startingOffsets", "earliest").option("endingOffsets", "latest"))
+    if tuned:
+        for name, value in FETCH_OPTIONS.items():
+            reader = reader.option(name, value)
+    started = time.monotonic()
+    rows = reader.load().select("key", "value").count()
+    return time.monotonic() - started, rows
+
+
+def python_decode(bootstrap: str, topic: str, records: int) -> float:
+    """Records per second of one confluent-kafka consumer calling decoders.decode per record."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-py-{time.time()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    seen, started = 0, None
+    deadline = time.monotonic() + 600
+    while seen < records and time.monotonic() < deadline:
+        for message in consumer.consume(10000, 1.0):
+            if message.error():
+                continue
+            if started is None:
+                started = time.monotonic()
+            decode(message.key(), message.value())
+            seen += 1
+    elapsed = time.monotonic() - (started or time.monotonic())
+    consumer.close()
+    return seen / elapsed if elapsed > 0 else 0.0
+
+
+# ------------------------------------------------------------------------------ the job
+
+
+def records_counted(monitor: Monitor) -> float:
+    return sum(s.value for metric in monitor.exporter.registry.collect() if metric.name == "rebalance_monitor_records"
+               for s in metric.samples if s.name == "rebalance_monitor_records_total")
+
+
+def start_job(spark: Any, bootstrap: str, topic: str, workdir: Path, *extra: str) -> Monitor:
+    options = parse_args(["--bootstrap-server", bootstrap, "--topic", topic, "--checkpoint-dir", str(workdir),
+                          "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--trigger-seconds", "1",
+                          "--cluster", "bench", *extra])
+    return Monitor(spark, options).start()
+
+
+def wait_counted(monitor: Monitor, records: int, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if monitor.query.exception():
+            raise RuntimeError(f"job failed: {monitor.query.exception()}")
+        if records_counted(monitor) >= records:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise TimeoutError(f"{records_counted(monitor):.0f} of {records} records counted after {timeout:.0f}s")
+
+
+def scrape_seconds(url: str, repeats: int = 3) -> tuple[float, int, float]:
+    """Median seconds of a gzip scrape (as Prometheus asks), its size, and the median plain scrape."""
+    timings, plain, size = [], [], 0
+    for _ in range(repeats):
+        request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        started = time.monotonic()
+        body = urllib.request.urlopen(request, timeout=300).read()
+        timings.append(time.monotonic() - started)
+        size = len(gzip.decompress(body))
+        started = time.monotonic()
+        urllib.request.urlopen(url, timeout=300).read()
+        plain.append(time.monotonic() - started)
+    return statistics.median(timings), size, statistics.median(plain)
+
+
+def run_backlog(report: Report, spark: Any, broker: LocalKafka, name: str, workload: Workload, workdir: Path,
+                baselines: bool) -> None:
+    bootstrap, topic = broker.bootstrap, f"bench-{name}"
+    admin = Admin(bootstrap)
+    admin.create_topic(topic, workload.topic_partitions)
+    admin.close()
+    started = time.monotonic()
+    sent = produce(bootstrap, topic, backlog(workload, int(time.time() * 1000)))
+    print(f"\n{name}: {sent:,} records written in {time.monotonic() - started:.1f}s", flush=True)
+    ceiling = None
+    if baselines:
+        ceiling = consumer_performance(bootstrap, topic, sent)
+        report.add(Figure(f"{name} baseline: Kafka ConsumerPerformance", ceiling, "rec/s"))
+        seconds, rows = spark_count(spark, bootstrap, topic, tuned=False)
+        report.add(Figure(f"{name} baseline: Spark Kafka source read + count() (default fetch sizes)",
+                          rows / seconds, "rec/s", baseline=f"{seconds:.1f}s"))
+        seconds, rows = spark_count(spark, bootstrap, topic, tuned=True)
+        report.add(Figure(f"{name} baseline: Spark Kafka source read + count() (the job's fetch sizes)",
+                          rows / seconds, "rec/s", baseline=f"{seconds:.1f}s"))
+        report.add(Figure(f"{name} baseline: confluent-kafka + decoders.decode per record",
+                          python_decode(bootstrap, topic, sent), "rec/s"))
+    for granularity in (["partition", "topic"] if workload is W2 else ["partition"]):
+        rss = PeakRss({broker.process.pid} if broker.process else set())
+        rss.start()
+        began = time.monotonic()
+        monitor = start_job(spark, bootstrap, topic, workdir / f"{name}-{granularity}",
+                            "--lag-granularity", granularity)
+        try:
+            done = wait_counted(monitor, sent, timeout=1800)
+            progress = monitor.query.recentProgress
+            durations = [p["batchDuration"] / 1000 for p in progress]
+            first = progress[0]
+            drain = done - began
+            label = f"{name} job ({granularity})"
+            if granularity == "partition":
+                rate = sent / drain
+                target = "≥ 250,000 rec/s and ≥ 0.5x ConsumerPerformance"
+                met = rate >= 250_000 and (ceiling is None or rate >= 0.5 * ceiling)
+                report.add(Figure(f"{label}: drain rate (job start to all counted)", rate, "rec/s", target,
+                                  f"{rate / ceiling:.2f}x Kafka's consumer" if ceiling else "", met))
+            report.add(Figure(f"{label}: drain time", drain, "s", "≤ 30 s" if workload is W2 else "",
+                              f"{len(progress)} batches, first {first['batchDuration'] / 1000:.1f}s, "
+                              f"max {max(durations):.1f}s", drain <= 30 if workload is W2 else None))
+            time.sleep(1)
+            seconds, size, plain = scrape_seconds(monitor.metrics_url)
+            limit = 2.0 if granularity == "topic" else 10.0
+            report.add(Figure(f"{label}: /metrics scrape (gzip, median of 3)", seconds, "s",
+                              f"≤ {limit:.0f} s" if workload is W2 else "",
+                              f"{size / 1e6:.1f} MB text, plain {plain:.2f}s", seconds <= limit if workload is W2
+                              else None))
+        finally:
+            monitor.stop()
+            peak = rss.stop()
+        report.add(Figure(f"{label}: peak RSS of the job's processes", peak / 2**30, "GiB",
+                          "≤ 2 GiB" if workload is W2 else "", met=peak <= 2 * 2**30 if workload is W2 else None))
+
+
+def run_steady(report: Report, spark: Any, broker: LocalKafka, workdir: Path, rates: list[int], seconds: float,
+               probes: int) -> None:
+    """A caught-up job under a producer at each rate; at 20k rec/s also the rebalance → /metrics latency."""
+    bootstrap, topic = broker.bootstrap, "bench-steady"
+    admin = Admin(bootstrap)
+    admin.create_topic(topic, W1.topic_partitions)
+    admin.close()
+    warm = Workload(W1.groups, W1.partitions, 200_000, W1.generation_every)
+    sent = produce(bootstrap, topic, backlog(warm, int(time.time() * 1000)))
+    monitor = start_job(spark, bootstrap, topic, workdir / "steady")
+    total, per_group = sent, warm.records // warm.groups
+    try:
+        wait_counted(monitor, total, timeout=600)
+        batches_before = len(monitor.query.recentProgress)
+        time.sleep(10)
+        idle_batches = len(monitor.query.recentProgress) - batches_before
+        report.add(Figure("steady: micro-batches run in 10 s without new data", idle_batches, "batches",
+                          "idle batch ≤ 0.3 s", "without data Spark runs no batch (no stateful operator)",
+                          idle_batches == 0))
+        for rate in rates:
+            producer = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.synthetic", "--bootstrap-server", bootstrap, "--topic", topic,
+                 "--workload", "w1", "--records", str(10**9), "--rate", str(rate), "--seconds", str(seconds),
+                 "--first-commit", str(per_group)], stderr=subprocess.PIPE, text=True)
+            window_start = time.time()
+            latencies = probe_latency(monitor, bootstrap, topic, probes, seconds) if rate == 20_000 else []
+            _, err = producer.communicate(timeout=seconds + 300)
+            produced = int(err.strip().split()[-1])
+            total += produced + len(latencies)
+            per_group += produced // W1.groups + 1
+            produced_at = time.time()
+            caught = wait_counted(monitor, total, timeout=600)
+            window = [p for p in monitor.query.recentProgress
+                      if _epoch(p["timestamp"]) >= window_start and _epoch(p["timestamp"]) <= produced_at]
+            durations = sorted(p["batchDuration"] / 1000 for p in window) or [0.0]
+            p95 = durations[min(len(durations) - 1, int(0.95 * len(durations)))]
+            achieved = produced / seconds
+            catch_up = caught - time.monotonic() + (time.time() - produced_at)
+            report.add(Figure(f"steady {rate:,} rec/s: producer achieved", achieved, "rec/s"))
+            report.add(Figure(f"steady {rate:,} rec/s: p95 micro-batch", p95, "s",
+                              "≤ 1.5 s" if rate == 20_000 else "",
+                              f"median {statistics.median(durations):.2f}s over {len(window)} batches",
+                              p95 <= 1.5 if rate == 20_000 else None))
+            report.add(Figure(f"steady {rate:,} rec/s: caught up after the producer stopped", max(0.0, catch_up),
+                              "s", "keeps up" if rate == 100_000 else "", "",
+                              catch_up <= 10 if rate == 100_000 else None))
+            if latencies:
+                ordered = sorted(latencies)
+                p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+                report.add(Figure("steady 20,000 rec/s: rebalance → exporter p95", p95, "s", "≤ 3 s",
+                                  f"median {statistics.median(ordered):.2f}s over {len(ordered)} probes", p95 <= 3))
+    finally:
+        monitor.stop()
+
+
+def _epoch(timestamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def probe_latency(monitor: Monitor, bootstrap: str, topic: str, probes: int, seconds: float) -> list[float]:
+    """Write a new generation for a probe group and time until the exporter serves it."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    group = "bench-probe"
+    partition = coordinator_partition(group, W1.topic_partitions)
+    latencies = []
+    pause = max(1.0, seconds / (probes + 1))
+    for generation in range(1, probes + 1):
+        time.sleep(pause)
+        value = group_metadata(W1, 0, generation, int(time.time() * 1000))
+        started = time.monotonic()
+        producer.produce(topic, key=encode_key(2, {"group": group}), value=value, partition=partition)
+        producer.flush(10)
+        wanted = f'kafka_consumergroup_generation{{cluster="bench",group="{group}"}} {generation}\n'.encode()
+        deadline = started + 60
+        while time.monotonic() < deadline:
+            if wanted in monitor.exporter.group_text(group):
+                latencies.append(time.monotonic() - started)
+                break
+            time.sleep(0.02)
+    return latencies
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workloads", default="w1,w1-5m,w2,steady")
+    parser.add_argument("--steady-seconds", type=float, default=180)
+    parser.add_argument("--steady-rates", default="5000,20000,50000,100000")
+    parser.add_argument("--probes", type=int, default=20)
+    parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--json", type=Path, default=Path("build/bench-job.json"))
+    args = parser.parse_args(argv)
+    report = Report()
+    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
+        workdir = Path(tmp)
+        broker = LocalKafka(workdir / "kafka", heap="1g")
+        print(f"broker {broker.version} ready in {broker.start():.1f}s", flush=True)
+        spark = spark_session(parse_args(["--bootstrap-server", broker.bootstrap, "--master", "local[2]"]),
+                              {"spark.ui.enabled": "true", "spark.driver.memory": "2g"})
+        try:
+            for name in args.workloads.split(","):
+                if name == "steady":
+                    run_steady(report, spark, broker, workdir, [int(r) for r in args.steady_rates.split(",")],
+                               args.steady_seconds, args.probes)
+                else:
+                    run_backlog(report, spark, broker, name, WORKLOADS[name], workdir, not args.no_baselines)
+        finally:
+            spark.stop()
+            broker.stop()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps([asdict(f) for f in report.figures], indent=1))
+    print(f"\n{sum(f.met is True for f in report.figures)} targets met, "
+          f"{sum(f.met is False for f in report.figures)} missed; figures in {args.json}")
+
+
+if __name__ == "__main__":
+    main()
