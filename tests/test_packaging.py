@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import email
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -100,24 +102,29 @@ def test_installed_wheel_imports_without_testbed(clean_venv: Path, tmp_path: Pat
 @pytest.mark.slow
 def test_installed_wheel_runs_the_job(clean_venv: Path, kafka_broker: LocalKafka, tmp_path: Path,
                                       members: list[Member], unique: str) -> None:
-    """``rebalance-monitor run`` from the clean venv, jars from --jars-dir, against a real broker."""
+    """``rebalance-monitor run`` from the clean venv, jars from --jars-dir, against a real broker:
+    it reports a group that forms once it runs, and stops cleanly on Ctrl-C. It starts from the
+    latest offsets so that it does not replay what the rest of the suite wrote."""
     group = f"wheel-{unique}"
-    members += start_members([Member(kafka_broker.bootstrap, group, [f"wheel-{unique}"], f"{group}-c0")])
     port = free_port()
+    metrics = f"http://127.0.0.1:{port}/metrics"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON")}
-    job = subprocess.Popen(
-        [str(clean_venv / "bin" / "rebalance-monitor"), "run", "--bootstrap-server", kafka_broker.bootstrap,
-         "--jars-dir", str(spark_connector_dir()), "--checkpoint-dir", str(tmp_path / "checkpoint"),
-         "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--trigger-seconds", "1",
-         "--state-partitions", "2", "--master", "local[1]", "--cluster", "wheel", "--include-groups", f"^{group}$"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # A file, not a pipe: a job writing more than a pipe holds would block, and never stop.
+    log = tmp_path / "job.log"
+    with log.open("w") as out:
+        job = subprocess.Popen(
+            [str(clean_venv / "bin" / "rebalance-monitor"), "run", "--bootstrap-server", kafka_broker.bootstrap,
+             "--jars-dir", str(spark_connector_dir()), "--checkpoint-dir", str(tmp_path / "checkpoint"),
+             "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--trigger-seconds", "1",
+             "--starting-offsets", "latest", "--state-partitions", "2", "--master", "local[1]",
+             "--cluster", "wheel", "--include-groups", f"^{group}$"],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline, members_seen = time.monotonic() + 180, None
-        while members_seen != 1:
-            assert job.poll() is None, f"job exited with {job.returncode}:\n{job.stdout.read()[-4000:]}"
-            assert time.monotonic() < deadline, f"the job never reported {group} with one member"
-            time.sleep(1)
-            members_seen = group_members(f"http://127.0.0.1:{port}/metrics", group)
+        # After the first batch the query's offsets are fixed: the group's records come after them.
+        wait_job(job, log, lambda: sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds"), "a batch")
+        members += start_members([Member(kafka_broker.bootstrap, group, [group], f"{group}-c0")])
+        wait_job(job, log, lambda: sample(metrics, "kafka_consumergroup_members", group=group) == 1,
+                 f"{group} with one member")
     finally:
         os.killpg(job.pid, signal.SIGINT)
         try:
@@ -125,7 +132,23 @@ def test_installed_wheel_runs_the_job(clean_venv: Path, kafka_broker: LocalKafka
         except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(10)
-    assert job.returncode == 0, job.stdout.read()[-4000:]
+    assert job.returncode == 0, job_log(log)
+
+
+def wait_job(job: subprocess.Popen[bytes], log: Path, check: Callable[[], object], what: str,
+             timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert job.poll() is None, f"job exited with {job.returncode}:\n{job_log(log)}"
+        assert time.monotonic() < deadline, f"the job never reported {what}:\n{job_log(log)}"
+        time.sleep(1)
+
+
+def job_log(path: Path) -> str:
+    """The first error lines (a JVM stack trace fills any tail) and the end of the job's output."""
+    text = path.read_text(errors="replace")
+    errors = [line for line in text.splitlines() if re.search(r"Error|Exception|Traceback", line)][:20]
+    return "first errors:\n" + "\n".join(errors) + "\n...\n" + text[-2000:]
 
 
 @pytest.mark.parametrize("packages", [None, "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"])
@@ -148,14 +171,14 @@ def test_spark_submit_wrapper(packages: str | None) -> None:
         assert {n.split("/")[0] for n in archive.namelist()} == set(PRODUCT)
 
 
-def group_members(url: str, group: str) -> float | None:
-    """``kafka_consumergroup_members`` of ``group`` in one scrape (None: not there, or no answer)."""
+def sample(url: str, name: str, **labels: str) -> float | None:
+    """The value of the first ``name`` sample with ``labels`` in one scrape (None: none, or no answer)."""
     try:
         text = urllib.request.urlopen(url, timeout=5).read().decode()
     except OSError:
         return None
     return next((s.value for family in text_string_to_metric_families(text) for s in family.samples
-                 if s.name == "kafka_consumergroup_members" and s.labels.get("group") == group), None)
+                 if s.name == name and labels.items() <= s.labels.items()), None)
 
 
 # ------------------------------------------------------------------------------ container image
