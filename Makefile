@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # KAFKA_VERSION=3.9.2 make test runs the same suite against a 3.x broker.
 export KAFKA_VERSION
 
-.PHONY: setup jars prometheus wheel test test-fast lint run screenshot bench fuzz kafka-up kafka-down clean
+.PHONY: setup jars prometheus wheel test test-fast lint run screenshot bench bench-job fuzz kafka-up kafka-down clean
 
 setup: $(STAMP) jars prometheus
 
@@ -58,6 +58,11 @@ screenshot: $(STAMP)
 
 bench: setup
 	$(PY) -m benchmarks.decode_bench
+
+# The streaming job against a local broker, beside Kafka's, Spark's and a Python consumer's baselines
+# (docs/benchmarks.md); about 30 minutes, not part of make test.
+bench-job: setup
+	$(PY) -m benchmarks.job_bench $(BENCH_ARGS)
 
 fuzz: setup
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/test_decoders_properties.py

@@ -1,4 +1,4 @@
-"""``rebalance-monitor``: run the job, or read a group's rebalance history."""
+"""``rebalance-monitor``: run the job; read a group's history, the assignor advice, the undecodable records."""
 
 from __future__ import annotations
 
@@ -12,17 +12,26 @@ from streaming.options import default, parse_args
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: rebalance-monitor {run,history} ...\n\n"
-              "  run      run the monitor job (rebalance-monitor run --help)\n"
-              "  history  print a group's generation timeline from the event log")
+        print("usage: rebalance-monitor {run,history,advise,dead-letters} ...\n\n"
+              "  run           run the monitor job (rebalance-monitor run --help)\n"
+              "  history       print a group's generation timeline from the event log\n"
+              "  advise        compare Kafka's built-in assignors on a classic group's current members\n"
+              "  dead-letters  print the kept sample of undecodable records")
         return
     command, rest = argv[0], argv[1:]
     if command == "run":
         run_command(rest)
     elif command == "history":
         history_command(rest)
+    elif command == "advise":
+        from streaming.advisor import advise_command
+        from streaming.statestore import load_snapshot
+
+        raise SystemExit(advise_command(rest, load=load_snapshot))
+    elif command == "dead-letters":
+        dead_letters_command(rest)
     else:
-        raise SystemExit(f"rebalance-monitor: unknown command {command!r} (run, history)")
+        raise SystemExit(f"rebalance-monitor: unknown command {command!r} (run, history, advise, dead-letters)")
 
 
 def run_command(argv: list[str]) -> None:
@@ -43,6 +52,17 @@ def history_command(argv: list[str]) -> None:
     parser.add_argument("--checkpoint-dir", type=Path, default=default("checkpoint_dir"))
     args = parser.parse_args(argv)
     print_history(args.event_log or args.checkpoint_dir / "events", args.group, sys.stdout)
+
+
+def dead_letters_command(argv: list[str]) -> None:
+    from streaming.dead_letters import print_dead_letters
+
+    parser = argparse.ArgumentParser(prog="rebalance-monitor dead-letters",
+                                     description="Print the newest undecodable records the job kept, bytes in hex.")
+    parser.add_argument("--checkpoint-dir", type=Path, default=default("checkpoint_dir"))
+    parser.add_argument("--limit", type=int, default=50)
+    args = parser.parse_args(argv)
+    print_dead_letters(args.checkpoint_dir / "monitor" / "dead-letters", sys.stdout, args.limit)
 
 
 if __name__ == "__main__":

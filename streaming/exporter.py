@@ -24,13 +24,13 @@ from decoders.records import RECORD_TYPE_NAMES
 from streaming.exposition import Family, FamilyCache, Lines, TopicPartition
 from streaming.groups import GroupOffsets
 from streaming.lag import LagTracker
+from streaming.options import LAG_GRANULARITIES
 from streaming.state import GroupSummary
 
 disable_created_metrics()  # one *_created series per counter child doubles the job's lines for nothing used
 
 # Micro-batches take from a fraction of a second to minutes.
 BATCH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-LAG_GRANULARITIES = ("partition", "topic")
 
 G, C = "gauge", "counter"
 GROUP_FAMILIES = (
@@ -244,7 +244,13 @@ class Exporter:
             self.lag.set_wanted(*wanted)
         sampled = self.lag.sampled_at()
         with self._lock:
-            for group, offsets in self._offsets.items():
+            groups = list(self._offsets.items())
+        for group, offsets in groups:
+            # The lock is taken per group: a batch's update_group calls interleave instead of
+            # waiting for a whole pass over every partition.
+            with self._lock:
+                if self._offsets.get(group) is not offsets:
+                    continue  # changed or removed meanwhile: update_group rendered it afresh
                 owned = self._owned.get(group, {})
                 if group not in self._has_lag and not any(tp in sampled for tp in offsets) and not any(
                         tp in sampled for parts in owned.values() for tp in parts):
@@ -252,6 +258,7 @@ class Exporter:
                 lines = Lines(self.cluster)
                 self._lag_lines(lines, group, offsets)
                 self._cache.put(group, lines, _LAG_NAMES)
+        with self._lock:
             ends = Lines(self.cluster)
             committed_tps = {tp for offsets in self._offsets.values() for tp in offsets if tp in sampled}
             for topic, partition in sorted(committed_tps):

@@ -32,7 +32,7 @@ from streaming.lag_poller import LogEndPoller
 from streaming.options import JobOptions, parse_args, validate_group_patterns
 from streaming.progress import ProgressListener
 from streaming.sink import BatchSink
-from streaming.source import decoded_stream
+from streaming.source import decoded_stream, excluded_groups
 from streaming.statestore import StateStore, last_committed_batch
 from streaming.topic_names import TopicNames
 
@@ -66,6 +66,7 @@ class Monitor:
         validate_group_patterns(options, self.spark)
         started = time.monotonic()
         stage = self.state_store.load(last_committed_batch(options.checkpoint_dir / "spark"))
+        stage.forget(excluded_groups(self.spark, stage.groups, options))
         self.sink = BatchSink(options, stage, self.state_store, self.exporter, self.event_log,
                               DeadLetterLog(options.checkpoint_dir / "monitor" / "dead-letters", options.topic,
                                             options.dead_letter_max),

@@ -50,6 +50,19 @@ def decoded_stream(spark: Any, options: JobOptions) -> Any:
     raw = reader.load().select("key", "value", "partition", "offset", "timestamp")
     decoder = make_decoder(options.dead_letter_max)
     decoded = raw.coalesce(spark.sparkContext.defaultParallelism).mapInArrow(decoder, from_arrow_schema(STAGE_SCHEMA))
-    routable = F.col("group").isNull() | (
-        F.col("group").rlike(options.include_groups) & ~F.col("group").rlike(options.exclude_groups))
-    return decoded.where(routable)
+    return decoded.where(F.col("group").isNull() | group_filter(options))
+
+
+def group_filter(options: JobOptions) -> Any:
+    """The groups the job reports on, as a Spark column: ``rlike`` is Java's regex, as the options say."""
+    from pyspark.sql import functions as F
+
+    return F.col("group").rlike(options.include_groups) & ~F.col("group").rlike(options.exclude_groups)
+
+
+def excluded_groups(spark: Any, groups: set[str], options: JobOptions) -> set[str]:
+    """Groups in restored state that the current filters leave out (the filters changed since)."""
+    if not groups:
+        return set()
+    frame = spark.createDataFrame([(g,) for g in sorted(groups)], "group string")
+    return groups - {row[0] for row in frame.where(group_filter(options)).collect()}

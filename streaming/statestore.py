@@ -50,6 +50,12 @@ DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafk
 _ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
 
 
+def load_snapshot(checkpoint_dir: Path, group: str) -> GroupSnapshot | None:
+    """One group's snapshot as of the last committed batch, read without touching the checkpoint."""
+    store = StateStore(Path(checkpoint_dir) / "monitor" / "state")
+    return store.load(last_committed_batch(Path(checkpoint_dir) / "spark"), prune=False).snapshots.get(group)
+
+
 def last_committed_batch(spark_checkpoint: Path) -> int | None:
     """The newest batch id in Spark's commit log, None before the first commit."""
     commits = spark_checkpoint / "commits"
@@ -76,12 +82,16 @@ class StateStore:
         found = [(int(m.group(2)), m.group(1), p) for p in self.path.iterdir() if (m := _ENTRY.match(p.name))]
         return sorted(found, key=lambda e: (e[0], e[1] == "delta"))
 
-    def load(self, last_committed: int | None) -> GroupStage:
-        """The state as of batch ``last_committed`` (empty when None); later files are removed."""
+    def load(self, last_committed: int | None, prune: bool = True) -> GroupStage:
+        """The state as of batch ``last_committed`` (empty when None).
+
+        ``prune`` removes files of later batches (recovery: Spark runs them again); a reader
+        beside a running job (``rebalance-monitor advise``) passes False and leaves them.
+        """
         stage = GroupStage()
         entries = self._entries()
         for batch, _kind, path in entries:
-            if last_committed is None or batch > last_committed:
+            if prune and (last_committed is None or batch > last_committed):
                 shutil.rmtree(path)
         if last_committed is None:
             return stage

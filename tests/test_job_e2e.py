@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
 
+from streaming.advisor import advise_command
+from streaming.statestore import load_snapshot
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 from tests.monitor_helpers import owner_changes, series, value, wait_for, wait_generation
 
@@ -48,6 +51,12 @@ def test_seed_range_example_then_join_and_crash(kafka_broker, admin, monitor, me
     rebalances = value(samples, "kafka_consumergroup_rebalances_total", group=group)
     moved = value(samples, "kafka_consumergroup_partitions_moved_total", group=group)
     advanced = value(samples, "kafka_consumergroup_generations_advanced_total", group=group)
+    # The advisor reads the group from the running job's checkpoint: range gives 4/2, round-robin 3/3.
+    advice = io.StringIO()
+    assert advise_command(["--group", group, "--checkpoint-dir", str(monitor.options.checkpoint_dir)],
+                          load=load_snapshot, out=advice) == 0
+    rows = {line.split()[0]: line for line in advice.getvalue().splitlines() if line.split()}
+    assert "1.33" in rows["range"] and "1.00" in rows["roundrobin"], advice.getvalue()
 
     crew += _start(members, kafka_broker.bootstrap, group, topics, ["C2"])
     after = wait_balanced(crew, parts)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import time
 
 import pytest
 
 from benchmarks.synthetic import Workload, backlog, produce
 from decoders import decode
+from streaming.dead_letters import print_dead_letters
 from testbed.workload import Member, start_members, wait_balanced
+from tests.decoder_encoder import encode_key
 from tests.monitor_helpers import scrape, series, start_monitor, value, wait_for
 
 pytestmark = pytest.mark.slow
@@ -67,6 +70,15 @@ def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tm
     assert transitions[-1][1] == generation_after_downtime
     assert events[: len(events_before)] == events_before
 
+    # Restarted with a narrower filter (Java regex, as rlike runs it): the restored idle group is left out.
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--include-groups", f"^\\Q{busy}\\E$")
+    try:
+        restored = scrape(job)
+        assert value(restored, "kafka_consumergroup_generation", group=busy) == generation_after_downtime
+        assert value(restored, "kafka_consumergroup_generation", group=idle) is None
+    finally:
+        job.stop()
+
 
 def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafka_broker, admin, tmp_path, unique):
     """200 groups x 50 partitions, a generation every 100 commits, written in two halves (the second
@@ -85,6 +97,10 @@ def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafk
             k = decoded.key
             expected_offsets[(decoded.group, k.topic, str(k.partition))] = decoded.value.offset
     half = len(records) // 2
+    # Hostile records in the second half: counted and kept as dead letters; every valid one still applies.
+    hostile = [(0, b"\x00\x63junk", b"x"), (1, b"\x00", b"y"),
+               (2, encode_key(2, {"group": "bench-group-0"}), b"\x00\x03\xff")]
+    records[half:half] = hostile
     job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
     # snapshot at every chance: the restart reads a snapshot and the deltas after it
     job.state_store.compact_min_rows, job.state_store.compact_factor = 0, 0.0
@@ -98,6 +114,12 @@ def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafk
     finally:
         job.stop()
     assert any(p.name.startswith("snapshot-") for p in (tmp_path / "checkpoint" / "monitor" / "state").iterdir())
+    assert series(before, "rebalance_monitor_decode_errors_total") == {
+        frozenset({("cluster", "test"), ("reason", reason)}): 1.0
+        for reason in ("unknown_record_type", "truncated_key", "truncated_value")}
+    printed = io.StringIO()
+    assert print_dead_letters(tmp_path / "checkpoint" / "monitor" / "dead-letters", printed) == 3
+    assert f"{topic}-0@" in printed.getvalue() and "key=00636a756e6b" in printed.getvalue()
     for group, generation in generations.items():
         assert value(before, "kafka_consumergroup_generation", group=group) == generation
         assert value(before, "kafka_consumergroup_rebalances_total", group=group) == generation - 1
