@@ -10,10 +10,11 @@ and ``rebalance_monitor_series_dropped`` says how many a scrape left out.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -123,6 +124,7 @@ class Exporter:
         self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
         self._truncations: dict[str, dict[str, int]] = {}
         self._has_lag: set[str] = set()  # groups whose cached text holds lag lines
+        self._batch_active = threading.Event()  # a batch is being folded: lag refresh waits
         self._wanted_dirty = True  # the tracker's wanted partitions need a new set_wanted
         self.lag = lag
         self._log_end_text = b""
@@ -269,8 +271,20 @@ class Exporter:
             self._update_input_lag(now)
             self._lag_rendered_at, self._lag_round = now, self.lag.last_round_at()
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Around a batch's fold: the lag refresh waits rather than contend for the lock and the GIL
+        (at 100,000 groups the two threads handing the lock back and forth doubled the fold)."""
+        self._batch_active.set()
+        try:
+            yield
+        finally:
+            self._batch_active.clear()
+
     def _lag_loop(self, period_s: float) -> None:
         while not self._stop.wait(1.0):
+            if self._batch_active.is_set():
+                continue
             now = time.time()
             if self.lag.last_round_at() != self._lag_round or now - self._lag_rendered_at >= period_s:
                 self.refresh_lag(now)

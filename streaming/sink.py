@@ -80,7 +80,7 @@ class BatchSink:
         started = time.monotonic()
         batch = BatchInput.from_arrow(df.toArrow())
         collected = time.monotonic()
-        with young_garbage_only():
+        with young_garbage_only(), self.exporter.batch():
             result = self.handle(batch, batch_id)
         self.last_report = BatchReport(batch_id, batch.records, batch.errors + result.errors,
                                        len(result.changed | result.removed), len(result.events),

@@ -25,16 +25,9 @@ from streaming.advisor import (
     simulate,
 )
 from streaming.state import GroupSnapshot, apply_record
+from tests.test_state import parts
 
 T0 = 1_700_000_000_000
-
-
-def parts(spec: str) -> dict[str, list[int]]:
-    """``"t0p0 t0p1 t1p0"`` → ``{"t0": [0, 1], "t1": [0]}`` (the seeds' notation)."""
-    out: dict[str, list[int]] = {}
-    for topic, p in re.findall(r"(t\d+)p(\d+)", spec):
-        out.setdefault(topic, []).append(int(p))
-    return out
 
 
 def group(members: dict[str, tuple[tuple[str, ...], str]], protocol: str = "range", generation: int = 3,
