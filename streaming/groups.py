@@ -223,9 +223,6 @@ class GroupStage:
     def summary(self, group: str, now_ms: int) -> GroupSummary:
         return summarize(self._snapshot_for(group), now_ms)
 
-    def summaries(self, groups: Iterable[str], now_ms: int) -> list[GroupSummary]:
-        return [self.summary(group, now_ms) for group in sorted(groups)]
-
 
 class _CommitTimes(Mapping[TopicPartition, int]):
     """A group's commit times by partition, read through its offsets without copying them."""
