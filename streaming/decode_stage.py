@@ -107,30 +107,30 @@ class TaskDecoder:
         """Group records travel raw (key read for routing); anything else is decoded to be counted."""
         group_rows, groups, row_types = [], [], []
         bad_rows, reasons = [], []
-        for row in rows.tolist():
-            key = keys[row].as_py()
-            record_type = int(types[row])
+        taken = pa.array(rows, pa.int64())
+        # One conversion per column: reading Arrow scalars row by row costs more than decoding them.
+        row_keys, row_values = keys.take(taken).to_pylist(), values.take(taken).to_pylist()
+        row_times = times.take(taken).to_pylist()
+        for row, key, value, when, record_type in zip(rows.tolist(), row_keys, row_values, row_times,
+                                                      types[rows].tolist(), strict=True):
             folded = record_type in _GROUP_STATE_TYPES
             # Only the key of a folded record is read here: the driver decodes its value once.
-            result = decode(key, None if folded else values[row].as_py())
+            result = decode(key, None if folded else value)
             if isinstance(result, DecodeError):
                 bad_rows.append(row)
                 reasons.append(result.reason)
-            elif folded:
+                continue
+            self._records[record_type] += 1
+            self._newest_ms[record_type] = max(self._newest_ms.get(record_type, 0), when or 0)
+            if folded:
                 group_rows.append(row)
                 groups.append(result.group)
                 row_types.append(record_type)
-            else:
-                self._records[record_type] += 1
-                self._newest_ms[record_type] = max(self._newest_ms.get(record_type, 0), times[row].as_py() or 0)
         if reasons:
             self._errors.update(reasons)
             self._dead_letter(keys, values, kafka_partition, kafka_offset, times, np.array(bad_rows), reasons)
         if group_rows:
             take = pa.array(group_rows, pa.int64())
-            for record_type, when in zip(row_types, times.take(take).to_pylist(), strict=True):
-                self._records[record_type] += 1
-                self._newest_ms[record_type] = max(self._newest_ms.get(record_type, 0), when or 0)
             yield _batch(OutputKind.GROUP_RECORD, len(group_rows), {
                 "group": pa.array(groups, pa.string()),
                 "record_type": pa.array(row_types, pa.int16()),

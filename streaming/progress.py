@@ -29,13 +29,17 @@ def source_offsets(text: str | None) -> dict[TopicPartition, int]:
     return {(topic, int(p)): int(o) for topic, parts in parsed.items() for p, o in parts.items()}
 
 
-def skipped_offsets(progress: Any) -> int:
-    """Offsets the batch spanned without a record: compacted away, transaction markers, aborts."""
+def batch_offsets(progress: Any) -> tuple[dict[TopicPartition, int], int]:
+    """Where the batch ended per source partition, and the offsets it spanned without a record
+    (compacted away, transaction markers, aborts)."""
+    processed: dict[TopicPartition, int] = {}
     spanned = 0
     for source in progress.sources:
         start, end = source_offsets(source.startOffset), source_offsets(source.endOffset)
         spanned += sum(end[tp] - start.get(tp, end[tp]) for tp in end)
-    return max(0, spanned - int(progress.numInputRows)) if progress.numInputRows is not None else 0
+        processed.update(end)
+    skipped = max(0, spanned - int(progress.numInputRows)) if progress.numInputRows is not None else 0
+    return processed, skipped
 
 
 def progress_line(progress: Any, report: BatchReport, skipped: int, behind: int | None) -> str:
@@ -67,10 +71,7 @@ class ProgressListener(StreamingQueryListener):
         progress = event.progress
         if not self._ours(progress.id):
             return
-        processed: dict[TopicPartition, int] = {}
-        for source in progress.sources:
-            processed.update(source_offsets(source.endOffset))
-        skipped = skipped_offsets(progress)
+        processed, skipped = batch_offsets(progress)
         self.exporter.observe_batch(progress.batchDuration / 1000, skipped, processed, time.time())
         log.info(progress_line(progress, self.report(), skipped, self.exporter.records_behind))
 
