@@ -41,6 +41,14 @@ EXPORTED = frozenset({
     "kafka_consumergroup_lag",
     "kafka_consumergroup_lag_seconds",
     "kafka_topic_partition_log_end_offset",
+    "kafka_consumergroup_member_lag",
+    "kafka_consumergroup_member_lag_seconds",
+    "kafka_consumergroup_lag_uncommitted",
+    "kafka_consumergroup_lag_truncations_total",
+    "rebalance_monitor_log_end_poll_timestamp_seconds",
+    "rebalance_monitor_log_end_poll_errors_total",
+    "rebalance_monitor_offsets_topic_unstable_offsets",
+    "rebalance_monitor_offsets_topic_unstable_seconds",
     "rebalance_monitor_records_total",
     "rebalance_monitor_decode_errors_total",
     "rebalance_monitor_batch_duration_seconds",
@@ -57,7 +65,7 @@ RECORDED = re.compile(r"(?<![\w:])[a-z_]+:[a-z_]+:[a-z0-9_]+(?![\w:])")
 REQUIRED_ALERTS = {
     "RebalanceStorm", "FrequentRebalances", "HighPartitionMovement", "AssignmentImbalance",
     "ConsumerGroupLagSecondsHigh", "GroupStuckReconciling", "MonitorStalled", "MonitorFallingBehind",
-    "MonitorDecodeErrors",
+    "MonitorDecodeErrors", "LagPollerStalled", "LagPollErrors", "OffsetsTopicPartitionFrozen",
 }
 # Grafana's variables, replaced by something PromQL parses.
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h",
