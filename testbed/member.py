@@ -1,9 +1,11 @@
 """One real consumer-group member, run as its own process (``python -m testbed.member``).
 
 A process per member makes churn real: SIGTERM closes the consumer cleanly (it leaves the
-group), SIGKILL is a crash that only the session timeout notices. The member prints one
-JSON line on stdout every time its assignment changes, so the parent knows exactly what
-Kafka's assignor gave it.
+group), SIGKILL is a crash that only the session timeout notices, SIGUSR1 stops the poll loop
+while the client's heartbeat thread lives on (a stuck application: the member leaves once
+max.poll.interval.ms runs out), SIGUSR2 adds ``--more-topics`` to the subscription. The
+member prints one JSON line on stdout every time its assignment changes, so the parent knows
+exactly what Kafka's assignor gave it.
 
 Classic protocol members use kafka-python with the chosen assignor; ``--protocol consumer``
 members use confluent-kafka with KIP-848's ``group.protocol=consumer``.
@@ -44,14 +46,41 @@ def _assignor_class(name: str) -> type:
 
 
 class _Stop:
-    """Set by SIGTERM: the poll loop ends and the consumer closes (leaving the group)."""
+    """Flags the signal handlers set; the poll loop acts on them between polls.
+
+    SIGTERM: end the loop and close the consumer (it leaves the group). SIGUSR1: stop
+    polling but keep the process (and the client's heartbeat thread) alive. SIGUSR2:
+    subscribe to ``--more-topics`` as well.
+    """
 
     requested = False
+    stall = False
+    resubscribe = False
 
     @classmethod
     def install(cls) -> None:
         signal.signal(signal.SIGTERM, lambda *_: setattr(cls, "requested", True))
         signal.signal(signal.SIGINT, lambda *_: setattr(cls, "requested", True))
+        signal.signal(signal.SIGUSR1, lambda *_: setattr(cls, "stall", True))
+        signal.signal(signal.SIGUSR2, lambda *_: setattr(cls, "resubscribe", True))
+
+
+def _slow(assignor: type, delay_ms: int) -> type:
+    """``assignor`` whose leader-side assignment takes ``delay_ms`` longer.
+
+    Keeps a generation's sync phase open, so members joining meanwhile land in the same
+    completed assignment (what group.initial.rebalance.delay.ms does for a real restart;
+    the test broker sets it to 0).
+    """
+    if not delay_ms:
+        return assignor
+
+    def assign(self: Any, cluster: Any, members: Any) -> Any:
+        time.sleep(delay_ms / 1000)
+        return super(slow, self).assign(cluster, members)
+
+    slow = type(f"Slow{assignor.__name__}", (assignor,), {"assign": assign})
+    return slow
 
 
 def run_classic(args: argparse.Namespace) -> None:
@@ -61,8 +90,9 @@ def run_classic(args: argparse.Namespace) -> None:
         "bootstrap_servers": args.bootstrap_server,
         "group_id": args.group,
         "client_id": args.client_id,
-        "partition_assignment_strategy": [_assignor_class(args.assignor)],
+        "partition_assignment_strategy": [_slow(_assignor_class(args.assignor), args.assign_delay_ms)],
         "session_timeout_ms": args.session_timeout_ms,
+        "max_poll_interval_ms": args.max_poll_interval_ms,
         "heartbeat_interval_ms": max(300, args.session_timeout_ms // 6),
         "enable_auto_commit": True,
         "auto_commit_interval_ms": args.commit_interval_ms,
@@ -91,7 +121,10 @@ def run_classic(args: argparse.Namespace) -> None:
     # A long poll: kafka-python 3.0 can lose a rebalance's completion when poll's timeout runs
     # out while JoinGroup/SyncGroup are in flight (the member then believes it is stable, owns
     # nothing and stops heartbeating). The listener reports rebalances as they complete.
-    _poll_loop(lambda: consumer.poll(timeout_ms=3000), reporter, consumer.close, args.process_delay_ms)
+    def resubscribe() -> None:
+        consumer.subscribe([*args.topics, *args.more_topics], listener=ReportRebalances())
+
+    _poll_loop(lambda: consumer.poll(timeout_ms=3000), reporter, consumer.close, args.process_delay_ms, resubscribe)
 
 
 def run_kip848(args: argparse.Namespace) -> None:
@@ -115,7 +148,8 @@ def run_kip848(args: argparse.Namespace) -> None:
     def state() -> State:
         return sorted([tp.topic, tp.partition] for tp in consumer.assignment()), consumer.memberid(), None
 
-    _poll_loop(lambda: consumer.poll(0.2), _Reporter(state), consumer.close, args.process_delay_ms)
+    _poll_loop(lambda: consumer.poll(0.2), _Reporter(state), consumer.close, args.process_delay_ms,
+               lambda: consumer.subscribe([*args.topics, *args.more_topics]))
 
 
 class _Reporter:
@@ -132,9 +166,19 @@ class _Reporter:
             self.last = current
 
 
-def _poll_loop(poll: Callable[[], object], reporter: _Reporter, close: Callable[[], object], delay_ms: int) -> None:
-    """Poll until SIGTERM, reporting after every poll; then close (leaving the group)."""
+def _poll_loop(poll: Callable[[], object], reporter: _Reporter, close: Callable[[], object], delay_ms: int,
+               resubscribe: Callable[[], object]) -> None:
+    """Poll until SIGTERM, reporting after every poll; then close (leaving the group).
+
+    After SIGUSR1 the loop only waits for SIGTERM: no poll, no commit, heartbeats go on.
+    """
     while not _Stop.requested:
+        if _Stop.stall:
+            time.sleep(0.1)
+            continue
+        if _Stop.resubscribe:
+            _Stop.resubscribe = False
+            resubscribe()
         poll()
         if delay_ms:
             time.sleep(delay_ms / 1000)
@@ -152,7 +196,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
     parser.add_argument("--assignor", choices=ASSIGNORS, default="range")
     parser.add_argument("--instance-id", help="group.instance.id: a static member")
+    parser.add_argument("--more-topics", nargs="*", default=[], help="added to the subscription on SIGUSR2")
     parser.add_argument("--session-timeout-ms", type=int, default=10000)
+    parser.add_argument("--max-poll-interval-ms", type=int, default=300000,
+                        help="classic only: the heartbeat thread leaves the group when poll stops for this long")
+    parser.add_argument("--assign-delay-ms", type=int, default=0,
+                        help="classic only: the leader's assignment takes this much longer")
     parser.add_argument("--commit-interval-ms", type=int, default=1000)
     parser.add_argument("--process-delay-ms", type=int, default=0, help="slow consumer: sleep per poll")
     args = parser.parse_args(argv)

@@ -37,7 +37,10 @@ class Member:
     protocol: str = "classic"
     instance_id: str | None = None
     session_timeout_ms: int = 10000
+    max_poll_interval_ms: int = 300000
     process_delay_ms: int = 0
+    assign_delay_ms: int = 0
+    more_topics: list[str] | None = None
     assignment: frozenset[Partition] = frozenset()
     member_id: str | None = None
     generation: int | None = None
@@ -48,7 +51,10 @@ class Member:
                "--group", self.group, "--topics", *self.topics, "--client-id", self.client_id,
                "--protocol", self.protocol, "--assignor", self.assignor,
                "--session-timeout-ms", str(self.session_timeout_ms),
-               "--process-delay-ms", str(self.process_delay_ms)]
+               "--max-poll-interval-ms", str(self.max_poll_interval_ms),
+               "--process-delay-ms", str(self.process_delay_ms), "--assign-delay-ms", str(self.assign_delay_ms)]
+        if self.more_topics:
+            cmd += ["--more-topics", *self.more_topics]
         if self.instance_id:
             cmd += ["--instance-id", self.instance_id]
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -87,6 +93,15 @@ class Member:
         """Kill the process without leaving: only the session timeout notices."""
         self.send_signal(signal.SIGKILL)
         self.wait(10)
+
+    def stop_polling(self) -> None:
+        """Stop calling poll while the heartbeat thread lives: a stuck application, which
+        Kafka's client takes out of the group once max.poll.interval.ms runs out."""
+        self.send_signal(signal.SIGUSR1)
+
+    def subscribe_more(self) -> None:
+        """Add ``more_topics`` to the running member's subscription."""
+        self.send_signal(signal.SIGUSR2)
 
     def send_signal(self, sig: int) -> None:
         if self._process is not None:
