@@ -22,11 +22,11 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from decoders.records import RECORD_TYPE_NAMES
-from streaming.exposition import Family, FamilyCache, Lines, TopicPartition
+from streaming.exposition import Family, FamilyCache, Lines, TopicPartition, escape, number
 from streaming.groups import GroupOffsets
 from streaming.lag import LagTracker
 from streaming.options import LAG_GRANULARITIES
-from streaming.state import GroupSummary
+from streaming.state import DURATION_BUCKET_LABELS, GroupSummary
 
 disable_created_metrics()  # one *_created series per counter child doubles the job's lines for nothing used
 
@@ -63,6 +63,10 @@ GROUP_FAMILIES = (
            "Members that left, by how (inferred from their last commit against their timeouts; see the README)."),
     Family("kafka_consumergroup_member_churn", G,
            "Joins plus leaves of one client in the hour before the group's last change (top 10 per group)."),
+    Family("kafka_consumergroup_rebalance_duration_seconds", "histogram",
+           "Measurable part of each rebalance: classic = the sync phase (from the end of the join phase to the "
+           "leader's assignment being stored; records of Kafka 2.1+); KIP-848 = from the group epoch bump to the "
+           "target assignment catching up (members' reconciliation after it not included)."),
 )
 OFFSET_FAMILIES = (
     Family("kafka_consumergroup_committed_offset", G,
@@ -479,6 +483,21 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:
     for churn in s.member_churn:
         lines.add(_F["kafka_consumergroup_member_churn"],
                   (*g, ("client_id", churn.client_id), ("client_host", churn.client_host)), churn.count)
+    if s.rebalance_durations:
+        _histogram(lines, _F["kafka_consumergroup_rebalance_duration_seconds"], g, s.rebalance_durations,
+                   s.rebalance_duration_sum_ms / 1000)
+
+
+def _histogram(lines: Lines, family: Family, labels: tuple[tuple[str, str], ...], cumulative: tuple[int, ...],
+               total: float) -> None:
+    """A histogram's _bucket/_sum/_count lines under ``family`` (cumulative counts per DURATION_BUCKET_LABELS)."""
+    head = ",".join([f'{k}="{escape(v)}"' for k, v in labels])
+    rows = lines.by_family.setdefault(family.name, [])
+    for le, count in zip(DURATION_BUCKET_LABELS, cumulative, strict=True):
+        rows.append(f'{family.name}_bucket{{{lines.prefix},{head},le="{le}"}} {count}\n')
+    rows.append(f"{family.name}_sum{{{lines.prefix},{head}}} {number(total)}\n")
+    rows.append(f"{family.name}_count{{{lines.prefix},{head}}} {cumulative[-1]}\n")
+    lines.count += len(cumulative) + 2
 
 
 def _aggregates(lines: Lines, labels: tuple[tuple[str, str], ...], rows: list[tuple[int, float | None]],

@@ -64,6 +64,7 @@ Movement rule (see :func:`_rebalance`)
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -82,7 +83,16 @@ ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 MEMBER_STATE_STABLE = 0
 
 # Bump when the JSON layout changes; from_json refuses layouts it does not know.
-SNAPSHOT_FORMAT = 3
+# Format 3 (before rebalance durations) is still read: its groups start with an empty histogram.
+SNAPSHOT_FORMAT = 4
+_READABLE_FORMATS = (3, SNAPSHOT_FORMAT)
+
+# Upper bounds (seconds) of the rebalance duration histogram's buckets; an implicit +Inf
+# follows. Classic sync phases take milliseconds to the leader's whole assignment time, a
+# KIP-848 assignment up to its batching interval and beyond. Snapshots keep counts by
+# bucket label: changing these bounds needs a new snapshot format.
+REBALANCE_DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+DURATION_BUCKET_LABELS = (*(repr(b) for b in REBALANCE_DURATION_BUCKETS), "+Inf")
 
 # The cause labels of a rebalance (a bounded set: they become metric label values).
 # Each is defined where it is computed, in :func:`_causes`.
@@ -249,6 +259,9 @@ class GroupSnapshot:
     including partitions unassigned since; ``topic_names`` keeps only ids still in use.
     ``last_generation`` is the latest classic generation / KIP-848 group epoch seen.
     ``churn`` holds recent ``(time_ms, client_id, client_host)`` joins and leaves.
+    ``rebalance_durations`` counts measured rebalance durations by the label of their
+    bucket in :data:`DURATION_BUCKET_LABELS` (sparse, not cumulative) and
+    ``rebalance_duration_sum_ms`` sums them (see :class:`RebalanceEvent`'s ``duration_ms``).
     """
 
     group: str
@@ -275,6 +288,8 @@ class GroupSnapshot:
     last_owner: dict[TopicPartition, str] = field(default_factory=dict)
     churn: list[tuple[int, str, str]] = field(default_factory=list)
     last_seen_ms: int = 0
+    rebalance_durations: dict[str, int] = field(default_factory=dict)
+    rebalance_duration_sum_ms: int = 0
 
     @property
     def group_type(self) -> str:
@@ -300,6 +315,9 @@ class GroupSnapshot:
             last_owner=_owners_to_json(self.last_owner),
             churn=[list(entry) for entry in self.churn],
         )
+        if self.rebalance_durations:  # most groups never had a measured rebalance: no bytes for them
+            d.update(rebalance_durations=self.rebalance_durations,
+                     rebalance_duration_sum_ms=self.rebalance_duration_sum_ms)
         return d
 
     def to_json(self) -> str:
@@ -308,11 +326,14 @@ class GroupSnapshot:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GroupSnapshot:
-        if d.get("v") != SNAPSHOT_FORMAT:
+        if d.get("v") not in _READABLE_FORMATS:
             raise ValueError(f"unsupported snapshot format {d.get('v')!r}")
         classic, consumer = d["classic"], d["consumer"]
+        durations = d.get("rebalance_durations")
         return cls(
             **{name: d[name] for name in _PLAIN_FIELDS},
+            rebalance_durations=dict(durations or {}),
+            rebalance_duration_sum_ms=d.get("rebalance_duration_sum_ms", 0),
             classic=_classic_from_dict(classic) if classic is not None else None,
             consumer=_consumer_from_dict(consumer) if consumer is not None else None,
             epoch_owners=_owners_from_json(d["epoch_owners"]),
@@ -726,8 +747,20 @@ def _rebalance(
         snapshot.rebalance_causes[cause] = snapshot.rebalance_causes.get(cause, 0) + 1
     for how in departures:
         snapshot.departures[how] = snapshot.departures.get(how, 0) + 1
+    if at.duration is not None:
+        _observe_duration(snapshot, at.duration)
     _record_churn(snapshot, at.time, [members[o] for o in joined] + [old_members[o] for o in left])
     return event
+
+
+def _observe_duration(snapshot: GroupSnapshot, duration_ms: int) -> None:
+    """Count one measured rebalance duration into its histogram bucket (first bound ≥ it)."""
+    seconds = duration_ms / 1000
+    index = next((i for i, bound in enumerate(REBALANCE_DURATION_BUCKETS) if seconds <= bound),
+                 len(REBALANCE_DURATION_BUCKETS))
+    label = DURATION_BUCKET_LABELS[index]
+    snapshot.rebalance_durations[label] = snapshot.rebalance_durations.get(label, 0) + 1
+    snapshot.rebalance_duration_sum_ms += duration_ms
 
 
 def _causes(
@@ -1097,6 +1130,8 @@ class MemberSummary:
     client_id: str
     client_host: str
     assigned_partitions: int
+    instance_id: str | None = None
+    subscribed_topics: tuple[str, ...] = ()  # classic only: what the assignor advisor needs
 
 
 class MemberChurn(NamedTuple):
@@ -1118,7 +1153,9 @@ class GroupSummary:
     ``departures`` count by :data:`CAUSES` / :data:`DEPARTURES` label (a rebalance has
     one or more causes); ``member_churn`` ranks the clients that joined or left most in
     the last :data:`CHURN_WINDOW_MS` before ``as_of_ms`` (at most
-    :data:`MEMBER_CHURN_CAP`).
+    :data:`MEMBER_CHURN_CAP`). ``rebalance_durations`` are the cumulative counts of the
+    duration histogram per label of :data:`DURATION_BUCKET_LABELS` (empty before the
+    first measured rebalance; ``rebalance_duration_sum_ms`` their sum).
     """
 
     group: str
@@ -1143,6 +1180,8 @@ class GroupSummary:
     last_seen_ms: int
     as_of_ms: int
     members: tuple[MemberSummary, ...]
+    rebalance_durations: tuple[int, ...] = ()
+    rebalance_duration_sum_ms: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -1155,8 +1194,10 @@ class GroupSummary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GroupSummary:
         values = dict(d)
-        values["members"] = tuple(MemberSummary(**m) for m in d["members"])
+        values["members"] = tuple(MemberSummary(**{**m, "subscribed_topics": tuple(m.get("subscribed_topics") or ())})
+                                  for m in d["members"])
         values["member_churn"] = tuple(MemberChurn(*entry) for entry in d["member_churn"])
+        values["rebalance_durations"] = tuple(d.get("rebalance_durations") or ())
         return cls(**values)
 
     @classmethod
@@ -1210,7 +1251,8 @@ def _member_keys(snapshot: GroupSnapshot) -> list[str]:
 def _member_summaries(snapshot: GroupSnapshot) -> list[MemberSummary]:
     if snapshot.classic is not None:
         return [
-            MemberSummary(m.owner, m.member_id, m.client_id, m.client_host, _count(m.assigned))
+            MemberSummary(m.owner, m.member_id, m.client_id, m.client_host, _count(m.assigned),
+                          m.instance_id, tuple(m.subscribed_topics))
             for m in snapshot.classic.members
         ]
     if snapshot.consumer is not None:
@@ -1244,6 +1286,13 @@ def member_churn(snapshot: GroupSnapshot, now_ms: int) -> tuple[MemberChurn, ...
             latest[(client_id, host)] = max(latest.get((client_id, host), t), t)
     ranked = sorted(counts, key=lambda k: (-counts[k], -latest[k], k))
     return tuple(MemberChurn(c, h, counts[(c, h)]) for c, h in ranked[:MEMBER_CHURN_CAP])
+
+
+def _cumulative(counts: Mapping[str, int]) -> tuple[int, ...]:
+    """Cumulative counts per :data:`DURATION_BUCKET_LABELS` entry; () without observations."""
+    if not counts:
+        return ()
+    return tuple(itertools.accumulate(counts.get(label, 0) for label in DURATION_BUCKET_LABELS))
 
 
 def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
@@ -1281,4 +1330,6 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
         last_seen_ms=snapshot.last_seen_ms,
         as_of_ms=int(now_ms),
         members=tuple(members),
+        rebalance_durations=_cumulative(snapshot.rebalance_durations),
+        rebalance_duration_sum_ms=snapshot.rebalance_duration_sum_ms,
     )

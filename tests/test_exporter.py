@@ -122,6 +122,8 @@ EXPOSED = {
     "kafka_consumergroup_recreations_total", "kafka_consumergroup_generations_advanced_total",
     "kafka_consumergroup_rebalance_causes_total", "kafka_consumergroup_member_churn",
     "kafka_consumergroup_lag_uncommitted", "kafka_consumergroup_member_lag", "kafka_consumergroup_member_lag_seconds",
+    "kafka_consumergroup_rebalance_duration_seconds_bucket", "kafka_consumergroup_rebalance_duration_seconds_sum",
+    "kafka_consumergroup_rebalance_duration_seconds_count",
 }
 # C0 owns t0:0 (committed 150, log end 200), C1 owns t0:2 (never committed), i-2 owns t0:1 (caught up).
 ORDERS_ASSIGNMENTS = {"C0": [("t0", 0)], "C1": [("t0", 2)], "i-2": [("t0", 1)]}
@@ -188,6 +190,18 @@ def test_group_series(exporter):
     assert not [lab for lab, _ in samples["kafka_consumergroup_last_rebalance_timestamp_seconds"]
                 if lab["group"] == "kip"]
     assert len([lab for lab, _ in samples["kafka_consumergroup_state"] if lab["group"] == "orders"]) == 1
+
+
+def test_rebalance_duration_histogram(exporter):
+    """One measured rebalance (orders' sync phase took 0 ms): a per-group histogram; kip had none, so no series."""
+    samples, helps, text = scrape(exporter)
+    name = "kafka_consumergroup_rebalance_duration_seconds"
+    assert f"# TYPE {name} histogram" in text and "sync phase" in helps[name] and "KIP-848" in helps[name]
+    buckets = {lab["le"]: v for lab, v in samples[f"{name}_bucket"] if lab["group"] == "orders"}
+    assert buckets["0.01"] == buckets["300.0"] == buckets["+Inf"] == 1 and len(buckets) == 15
+    assert value(samples, f"{name}_count", group="orders") == 1
+    assert value(samples, f"{name}_sum", group="orders") == 0
+    assert {lab["group"] for lab, _ in samples[f"{name}_count"]} == {"orders"}
 
 
 def test_offset_and_lag_series(exporter):

@@ -26,7 +26,9 @@ from streaming.state import (
     CLASSIC,
     CONSUMER,
     DEPARTURES,
+    DURATION_BUCKET_LABELS,
     MEMBER_CHURN_CAP,
+    REBALANCE_DURATION_BUCKETS,
     BoundaryMember,
     GroupSnapshot,
     MemberChurn,
@@ -508,7 +510,7 @@ def test_snapshot_json_round_trip():
         assert restored == original
         assert restored.to_json() == text
         assert summarize(restored, T0) == summarize(original, T0)
-    assert len(snap.to_json()) < 1500
+    assert len(snap.to_json()) < 1560  # with one measured rebalance in the duration histogram
     with pytest.raises(ValueError):
         GroupSnapshot.from_dict({**json.loads(snap.to_json()), "v": 99})
 
@@ -755,6 +757,33 @@ def test_kip848_departure_time_is_the_members_tombstone():
     snap, [e] = fold(snap, k7("A", ALL_A), k6(3), t=leave_at + 400_000, commits=commits)
     assert e.departures == ("session_timeout",)  # 50 s ≥ the broker's default 45 s, < 300 s
     assert e.duration_ms == 400_000  # from the epoch bump to the target catching up
+
+
+def test_rebalance_duration_histogram():
+    """Measured rebalances go into the group's histogram; unmeasured ones, baselines and Empty do not."""
+    snap, _ = fold(None, classic(1, RANGE_2, ts=T0))  # baseline: not a rebalance
+    assert summarize(snap, T0).rebalance_durations == ()
+    three = [member("C0", "t0p0 t1p0"), member("C1", "t0p1 t1p1"), member("C2", "t0p2 t1p2")]
+    snap, [e] = fold(snap, classic(2, three, ts=T0 + 5000), t=T0 + 5040)  # 40 ms sync phase
+    assert e.duration_ms == 40
+    snap, _ = fold(snap, classic(3, RANGE_2), t=T0 + 9000)  # no state timestamp: not measured
+    snap, _ = fold(snap, classic(4, three, ts=T0 + 10_000), t=T0 + 10_000 + 400_000)  # beyond every bound
+    snap, _ = fold(snap, classic(5, [], ts=T0 + 500_000), t=T0 + 500_010)  # Empty: not a rebalance
+    s = summarize(snap, T0 + 500_010)
+    assert (s.rebalances_total, s.empty_transitions_total) == (3, 1)
+    assert len(s.rebalance_durations) == len(REBALANCE_DURATION_BUCKETS) + 1 == len(DURATION_BUCKET_LABELS)
+    cumulative = dict(zip(DURATION_BUCKET_LABELS, s.rebalance_durations, strict=True))
+    assert (cumulative["0.025"], cumulative["0.05"], cumulative["300.0"], cumulative["+Inf"]) == (0, 1, 1, 2)
+    assert s.rebalance_duration_sum_ms == 40 + 400_000
+    restored = GroupSnapshot.from_json(snap.to_json())
+    assert summarize(restored, T0 + 500_010) == s
+
+
+def test_format_3_snapshot_reads_with_an_empty_histogram():
+    snap, _ = fold(None, classic(1, RANGE_2, ts=T0))
+    old = {**json.loads(snap.to_json()), "v": 3}
+    assert "rebalance_durations" not in old  # never written for a group without a measured rebalance
+    assert GroupSnapshot.from_dict(old).rebalance_durations == {}
 
 
 def test_classify_departure_thresholds():
