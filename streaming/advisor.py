@@ -211,9 +211,15 @@ def advise(snapshot: GroupSnapshot, partitions: Mapping[str, int] | None = None)
     ``partitions`` (topic → partition count) overrides what :func:`partition_counts`
     reads from the current assignment (new partitions nobody holds yet, for example).
     """
-    members = members_of(snapshot)
-    counts = {**partition_counts(members), **(partitions or {})}
     generation = snapshot.classic.generation if snapshot.classic is not None else 1
+    return advise_members(members_of(snapshot), generation, partitions)
+
+
+def advise_members(
+    members: Sequence[AdvisorMember], generation: int, partitions: Mapping[str, int] | None = None
+) -> dict[str, Outcome]:
+    """:func:`advise` for members already extracted (what the background pass holds)."""
+    counts = {**partition_counts(members), **(partitions or {})}
     current = {m.member_id: m.assigned for m in members}
     return {name: outcome(current, simulate(name, members, counts, generation)) for name in ASSIGNORS}
 

@@ -22,6 +22,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from decoders.records import RECORD_TYPE_NAMES
+from streaming.advisor_pass import AdvisorPass
 from streaming.exposition import Family, FamilyCache, Lines, TopicPartition, escape, number
 from streaming.groups import GroupOffsets
 from streaming.lag import LagTracker
@@ -68,6 +69,11 @@ GROUP_FAMILIES = (
            "leader's assignment being stored; records of Kafka 2.1+); KIP-848 = from the group epoch bump to the "
            "target assignment catching up (members' reconciliation after it not included)."),
 )
+# Written by the advisor pass's thread (streaming/advisor_pass.py), not with the group's other series.
+ADVISOR_FAMILY = Family("kafka_consumergroup_assignor_imbalance_ratio", G,
+                        "Imbalance (busiest member over the mean) that each of Kafka's built-in assignors would give "
+                        "the classic group's current members and subscriptions; evaluated in the background, so it "
+                        "can trail a rebalance by a few seconds.")
 OFFSET_FAMILIES = (
     Family("kafka_consumergroup_committed_offset", G,
            "Latest committed offset (the next record the group will read); --lag-granularity partition only."),
@@ -122,7 +128,8 @@ class Exporter:
         self.per_partition = lag_granularity == "partition"
         self.max_series = max_series
         self._lock = threading.Lock()
-        self._cache = FamilyCache((*GROUP_FAMILIES, *OFFSET_FAMILIES, *LAG_FAMILIES))
+        self._cache = FamilyCache((*GROUP_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES))
+        self.advisor: AdvisorPass | None = None  # set by the job: fed each group's change, publishes back
         self._offsets: dict[str, dict[TopicPartition, int]] = {}
         self._owned: dict[str, dict[tuple[tuple[str, str], ...], list[TopicPartition]]] = {}
         self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
@@ -191,6 +198,8 @@ class Exporter:
             self._owned[summary.group] = owned
             self._lag_lines(lines, summary.group, committed)
             self._cache.put(summary.group, lines, (*_SUMMARY_NAMES, *_OFFSET_NAMES, *_LAG_NAMES))
+        if self.advisor is not None:  # outside the lock: the advisor's thread publishes under it
+            self.advisor.offer(summary, assignments)
 
     def remove_group(self, group: str) -> None:
         """Forget a deleted or expired group: its series leave the next scrape."""
@@ -200,6 +209,17 @@ class Exporter:
                 state.pop(group, None)
             self._has_lag.discard(group)
             self._wanted_dirty = True
+        if self.advisor is not None:
+            self.advisor.forget(group)
+
+    def publish_advice(self, group: str, ratios: Mapping[str, float] | None) -> None:
+        """The advisor pass's imbalance per assignor for ``group`` (None: its series go)."""
+        lines = Lines(self.cluster)
+        for assignor, ratio in sorted((ratios or {}).items()):
+            lines.add(ADVISOR_FAMILY, (("group", group), ("assignor", assignor)), ratio)
+        with self._lock:
+            if group in self._offsets:  # removed meanwhile: publish nothing
+                self._cache.put(group, lines, (ADVISOR_FAMILY.name,))
 
     def count_records(self, by_type: Mapping[int, int], newest_record_ms: int | None = None) -> None:
         for record_type, count in by_type.items():

@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any
 
+from streaming.advisor_pass import AdvisorPass
 from streaming.dead_letters import DeadLetterLog
 from streaming.exporter import Exporter
 from streaming.history import EventLog, run_id_for_checkpoint
@@ -48,6 +49,7 @@ class Monitor:
         monitor_dir = options.checkpoint_dir / "monitor"
         tracker = LagTracker(interval_s=options.lag_poll_seconds)
         self.exporter = Exporter(options.cluster, tracker, options.lag_granularity, options.max_series)
+        self.advisor = self.exporter.advisor = AdvisorPass(self.exporter.publish_advice)
         self.event_log = EventLog(options.event_log_path, run_id_for_checkpoint(options.checkpoint_dir))
         self.state_store = StateStore(monitor_dir / "state")
         client_config = client_config_from_kafka_options(options.kafka_options)
@@ -85,6 +87,7 @@ class Monitor:
                       .foreachBatch(sink)
                       .start())
         self.exporter.start_lag_refresh()
+        self.advisor.start()
         self.poller.start()
         return self
 
@@ -101,6 +104,7 @@ class Monitor:
         """Stop between micro-batches: interrupting one mid-collect only produces noise."""
         self.poller.stop()
         self._metadata.stop()
+        self.advisor.stop()
         if self.query is not None:
             in_flight = self._last_batch_id()
             deadline = time.monotonic() + drain_seconds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 
@@ -24,7 +25,9 @@ from streaming.advisor import (
     recommend,
     simulate,
 )
-from streaming.state import GroupSnapshot, apply_record
+from streaming.advisor_pass import AdvisorPass
+from streaming.state import GroupSnapshot, apply_record, summarize
+from testbed.workload import wait_until
 from tests.test_state import parts
 
 T0 = 1_700_000_000_000
@@ -198,3 +201,123 @@ def test_advise_command_from_a_snapshot_file_or_a_loader(tmp_path):
     assert "not found" in out.getvalue()
     with pytest.raises(SystemExit):
         advise_command(["--group", "g"], out=io.StringIO())  # no snapshot, no loader
+
+
+# ------------------------------------------------------------------ the background pass (advisor_pass)
+
+
+def _offer_args(snap: GroupSnapshot, name: str = "g"):
+    """What the exporter hands the pass: the group's summary and owner → (topic, partition) pairs."""
+    summary = dataclasses.replace(summarize(snap, T0), group=name)
+    assert snap.classic is not None
+    owned = {m.owner: [(t, p) for t, ps in sorted(m.assigned.items()) for p in ps] for m in snap.classic.members}
+    return summary, owned
+
+
+RANGE_4_2 = {"C0": (T01, "t0p0 t0p1 t1p0 t1p1"), "C1": (T01, "t0p2 t1p2")}
+
+
+class _Published(dict):
+    def __call__(self, group: str, ratios) -> None:
+        self[group] = ratios
+
+
+def test_pass_publishes_every_assignor_for_the_range_example():
+    published = _Published()
+    advisor = AdvisorPass(published)
+    advisor.offer(*_offer_args(group(RANGE_4_2)))
+    assert published == {} and advisor.pending() == 1  # nothing is evaluated on the offering thread
+    assert advisor.run_pass() == 1
+    assert published["g"]["range"] == pytest.approx(4 / 3)
+    assert published["g"]["roundrobin"] == published["g"]["sticky"] == published["g"]["cooperative-sticky"] == 1.0
+
+
+def test_pass_re_evaluates_only_groups_whose_assignment_changed():
+    calls: list[str] = []
+
+    def evaluate(members, generation):
+        calls.append(",".join(sorted(m.member_id for m in members)))
+        return {"range": Outcome(1.0, 0)}
+
+    advisor = AdvisorPass(_Published(), evaluate=evaluate)
+    advisor.offer(*_offer_args(group(RANGE_4_2, generation=3)))
+    advisor.run_pass()
+    advisor.offer(*_offer_args(group(RANGE_4_2, generation=4)))  # new generation, same members and partitions
+    assert advisor.pending() == 0
+    advisor.offer(*_offer_args(group({"C0": (T01, "t0p0 t0p2 t1p1"), "C1": (T01, "t0p1 t1p0 t1p2")})))
+    advisor.offer(*_offer_args(group({"C0": (T01, "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")})))  # replaces the queued one
+    assert advisor.run_pass() == 1 and calls == ["C0,C1", "C0"]
+
+
+def test_pass_stays_within_its_budget_oldest_offer_first():
+    now = [0.0]
+    order: list[int] = []
+
+    def evaluate(members, generation):
+        now[0] += 0.6  # a large group's cost
+        order.append(generation)
+        return {"range": Outcome(1.0, 0)}
+
+    published = _Published()
+    advisor = AdvisorPass(published, budget_s=1.0, evaluate=evaluate, clock=lambda: now[0])
+    for i in range(3):
+        advisor.offer(*_offer_args(group(RANGE_4_2, generation=i + 1), name=f"g{i}"))
+    assert advisor.run_pass() == 2 and order == [1, 2] and set(published) == {"g0", "g1"}
+    assert advisor.run_pass() == 1 and order == [1, 2, 3]
+    assert advisor.run_pass() == 0
+
+
+def test_pass_withdraws_advice_for_groups_it_cannot_advise():
+    published = _Published()
+    advisor = AdvisorPass(published)
+    advisor.offer(*_offer_args(group(RANGE_4_2)))
+    advisor.run_pass()
+    emptied = dataclasses.replace(summarize(group(RANGE_4_2), T0), members=())
+    advisor.offer(emptied, {})
+    advisor.run_pass()
+    assert published["g"] is None
+    connect = group(RANGE_4_2, protocol_type="connect")
+    advisor.offer(*_offer_args(connect, name="never-advised"))
+    assert advisor.pending() == 0  # nothing was published for it: nothing to withdraw
+
+
+def test_pass_drops_results_superseded_or_forgotten_while_evaluated():
+    published = _Published()
+    advisor = AdvisorPass(published, evaluate=lambda members, generation: _during(members))
+    changed = _offer_args(group({"C0": (T01, "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")}))
+
+    def _during(members):
+        if len(members) == 2:
+            advisor.offer(*changed)  # the batch thread offers a newer assignment meanwhile
+        return {"range": Outcome(float(len(members)), 0)}
+
+    advisor.offer(*_offer_args(group(RANGE_4_2)))
+    advisor.run_pass()
+    assert published == {"g": {"range": 1.0}}  # only the newer input's result (one member)
+
+    published.clear()
+    forgetting = AdvisorPass(published, evaluate=lambda members, generation: forgetting.forget("g") or {})
+    forgetting.offer(*_offer_args(group(RANGE_4_2)))
+    forgetting.run_pass()
+    assert published == {} and forgetting.pending() == 0
+
+
+def test_pass_survives_an_assignor_failure():
+    def evaluate(members, generation):
+        raise KeyError("odd input")
+
+    published = _Published()
+    advisor = AdvisorPass(published, evaluate=evaluate)
+    advisor.offer(*_offer_args(group(RANGE_4_2)))
+    assert advisor.run_pass() == 1 and published == {"g": None}
+
+
+def test_pass_runs_on_its_own_thread():
+    published = _Published()
+    advisor = AdvisorPass(published, period_s=0.05).start()
+    try:
+        advisor.offer(*_offer_args(group(RANGE_4_2)))
+        wait_until(lambda: "g" in published, 30, "the background pass")
+    finally:
+        advisor.stop()
+    assert published["g"]["range"] == pytest.approx(4 / 3)

@@ -204,6 +204,23 @@ def test_rebalance_duration_histogram(exporter):
     assert {lab["group"] for lab, _ in samples[f"{name}_count"]} == {"orders"}
 
 
+def test_assignor_advice_published_by_the_advisor_pass(exporter):
+    name = "kafka_consumergroup_assignor_imbalance_ratio"
+    exporter.publish_advice("orders", {"range": 4 / 3, "roundrobin": 1.0})
+    exporter.publish_advice("unknown-group", {"range": 2.0})  # removed or never exported: ignored
+    samples, helps, _ = scrape(exporter)
+    assert value(samples, name, group="orders", assignor="range") == pytest.approx(4 / 3)
+    assert value(samples, name, group="orders", assignor="roundrobin") == 1.0
+    assert {lab["group"] for lab, _ in samples[name]} == {"orders"} and "background" in helps[name]
+    exporter.update_group(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)  # the batch's render keeps it
+    assert len(scrape(exporter)[0][name]) == 2
+    exporter.publish_advice("orders", None)
+    assert not scrape(exporter)[0][name]
+    exporter.publish_advice("orders", {"range": 1.5})
+    exporter.remove_group("orders")
+    assert not scrape(exporter)[0][name]
+
+
 def test_offset_and_lag_series(exporter):
     samples, _, _ = scrape(exporter)
     p0 = {"group": "orders", "topic": "t0", "partition": 0}
