@@ -174,6 +174,16 @@ class Exporter:
         self.series_gauge = Gauge("rebalance_monitor_series", "Group series in the last scrape.", cluster, registry=r)
         self.series_dropped = Gauge("rebalance_monitor_series_dropped",
                                     "Group series left out of the last scrape by --max-series.", cluster, registry=r)
+        self.groups_dropped = Gauge("rebalance_monitor_groups_dropped",
+                                    "New groups the last batch turned away by --max-groups (not tracked).", cluster,
+                                    registry=r)
+        self.members_dropped = Gauge("rebalance_monitor_members_dropped",
+                                     "Member series left out by --max-members-per-group, over every group.", cluster,
+                                     registry=r)
+        self.limit_hits = Counter("rebalance_monitor_limit_hits",
+                                  "Times a limit turned something away: max_groups, once per new group and batch; "
+                                  "max_members_per_group, once per render of a group whose member series it cut.",
+                                  [*cluster, "limit"], registry=r)
         self._newest_record_s: float | None = None
         self.records_behind: int | None = None
 
@@ -231,6 +241,14 @@ class Exporter:
     def count_decode_errors(self, by_reason: Mapping[str, int]) -> None:
         for reason, count in by_reason.items():
             self.decode_errors.labels(self.cluster, reason).inc(count)
+
+    def count_limits(self, hits: Mapping[str, int], groups_dropped: int, members_dropped: int) -> None:
+        """The group stage's limits after a batch: hits since the last one (every limit's series from
+        the first batch on, so increase() sees the first hit), what is left out now."""
+        for limit in ("max_groups", "max_members_per_group"):
+            self.limit_hits.labels(self.cluster, limit).inc(hits.get(limit, 0))
+        self.groups_dropped.labels(self.cluster).set(groups_dropped)
+        self.members_dropped.labels(self.cluster).set(members_dropped)
 
     def observe_batch(self, seconds: float, skipped_offsets: int, processed: Mapping[TopicPartition, int],
                       finished_at: float) -> None:

@@ -4,13 +4,17 @@ Committed offsets arrive already reduced by the decode stage (one row per group/
 and task), so their cost here follows distinct partitions, not commits. Group records (classic
 group metadata, KIP-848 records) are decoded here, once, and folded in log order with the pure
 functions of :mod:`streaming.state`; only groups that had a record in the batch are touched.
+
+:class:`StageLimits` bound what a flood of group ids or members can make the driver keep and
+export: groups beyond ``--max-groups`` are not tracked, members beyond
+``--max-members-per-group`` are left out of a group's member series; both are counted.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -18,6 +22,7 @@ import pyarrow.compute as pc
 
 from decoders import DecodeError, decode
 from streaming.batch_input import BatchInput
+from streaming.options import JobOptions
 from streaming.state import GroupSnapshot, GroupSummary, RebalanceEvent, apply_record, drop_expired, summarize
 
 TopicPartition = tuple[str, int]
@@ -49,6 +54,21 @@ class DeadLetter:
     value: bytes | None
 
 
+@dataclass(frozen=True)
+class StageLimits:
+    """What the group stage keeps at most (None: no limit); see the module docstring."""
+
+    max_groups: int | None = None
+    max_members_per_group: int | None = None
+    # Undecodable group records kept per batch: the dead-letter log keeps no more than its own
+    # bound, so a batch of bad records must not build a list the size of the batch first.
+    dead_letters: int = 1000
+
+    @classmethod
+    def from_options(cls, options: JobOptions) -> StageLimits:
+        return cls(options.max_groups, options.max_members_per_group, options.dead_letter_max)
+
+
 @dataclass
 class BatchResult:
     """What one batch changed: events, the groups to re-export or forget, offsets that moved."""
@@ -57,15 +77,20 @@ class BatchResult:
     changed: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     errors: Counter[str] = field(default_factory=Counter)
+    undecodable: Counter[int] = field(default_factory=Counter)  # of ``errors``, by record type
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
 
 class GroupStage:
     """Every group's snapshot and committed offsets (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: StageLimits | None = None) -> None:
         self.snapshots: dict[str, GroupSnapshot] = {}
         self.offsets: dict[str, GroupOffsets] = {}
+        self.limits = limits or StageLimits()
+        self.groups_dropped = 0  # groups the last batch with records turned away (--max-groups)
+        self.members_dropped: dict[str, int] = {}  # group -> member series left out (--max-members-per-group)
+        self._limit_hits: Counter[str] = Counter()
 
     @property
     def groups(self) -> set[str]:
@@ -73,12 +98,44 @@ class GroupStage:
 
     def apply(self, batch: BatchInput) -> BatchResult:
         result = BatchResult()
-        self.apply_batch(batch.commits, batch.group_records, result)
+        commits, records = self._within_group_limit(batch.commits, batch.group_records)
+        self.apply_batch(commits, records, result)
         result.dead_letters.extend(_dead_letters(batch.dead_letters))
+        # The decode stage counted folded records by their key alone; one whose value turns out
+        # undecodable here is an error, not a record read.
+        for record_type, count in result.undecodable.items():
+            if batch.records[record_type]:
+                batch.records[record_type] -= count
         for group in list(result.changed):
             if not self._alive(group):
                 self._forget(group, result)
         return result
+
+    def _within_group_limit(self, commits: pa.Table, records: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """The batch without the rows of new groups that would take the stage past ``max_groups``.
+
+        Room goes to new groups in name order, so a replay of the batch admits the same ones.
+        """
+        limit = self.limits.max_groups
+        if limit is None or commits.num_rows + records.num_rows == 0:
+            return commits, records
+        seen = set(pc.unique(commits.column("group")).to_pylist()) | set(
+            pc.unique(records.column("group")).to_pylist())
+        new = sorted(seen - self.snapshots.keys() - self.offsets.keys())
+        room = max(0, limit - len(self.groups))
+        turned_away = new[room:]
+        self.groups_dropped = len(turned_away)
+        if not turned_away:
+            return commits, records
+        self._limit_hits["max_groups"] += len(turned_away)
+        dropped = pa.array(turned_away, pa.string())
+        return (commits.filter(pc.invert(pc.is_in(commits.column("group"), value_set=dropped))),
+                records.filter(pc.invert(pc.is_in(records.column("group"), value_set=dropped))))
+
+    def take_limit_hits(self) -> Counter[str]:
+        """Limit hits since the last call, by limit (for ``rebalance_monitor_limit_hits_total``)."""
+        hits, self._limit_hits = self._limit_hits, Counter()
+        return hits
 
     def _apply_commits(self, commits: pa.Table, result: BatchResult) -> None:
         """Apply reduced commits that no group record of the batch comes after (see :meth:`apply_batch`).
@@ -161,7 +218,10 @@ class GroupStage:
         record = decode(key, value)
         if isinstance(record, DecodeError):
             result.errors[record.reason] += 1
-            result.dead_letters.append(DeadLetter(kafka_partition, kafka_offset, record_ms, record.reason, key, value))
+            result.undecodable[int.from_bytes(key[:2], "big", signed=True)] += 1  # the key was read
+            if len(result.dead_letters) < self.limits.dead_letters:
+                result.dead_letters.append(DeadLetter(kafka_partition, kafka_offset, record_ms, record.reason, key,
+                                                      value))
             return
         offsets = self.offsets.get(group)
         commit_times = _CommitTimes(offsets.offsets) if offsets is not None else None
@@ -183,10 +243,12 @@ class GroupStage:
         for group in groups:
             self.snapshots.pop(group, None)
             self.offsets.pop(group, None)
+            self.members_dropped.pop(group, None)
 
     def _forget(self, group: str, result: BatchResult) -> None:
         self.snapshots.pop(group, None)
         self.offsets.pop(group, None)
+        self.members_dropped.pop(group, None)
         result.changed.discard(group)
         result.removed.add(group)
 
@@ -221,7 +283,16 @@ class GroupStage:
                 for owner, assigned in members}
 
     def summary(self, group: str, now_ms: int) -> GroupSummary:
-        return summarize(self._snapshot_for(group), now_ms)
+        """The group's summary; past ``max_members_per_group`` only the first members by owner key
+        are listed (what the member series come from), ``member_count`` stays the true count."""
+        summary = summarize(self._snapshot_for(group), now_ms)
+        limit = self.limits.max_members_per_group
+        if limit is None or len(summary.members) <= limit:
+            self.members_dropped.pop(group, None)
+            return summary
+        self.members_dropped[group] = len(summary.members) - limit
+        self._limit_hits["max_members_per_group"] += 1
+        return replace(summary, members=tuple(sorted(summary.members, key=lambda m: m.member)[:limit]))
 
 
 class _CommitTimes(Mapping[TopicPartition, int]):

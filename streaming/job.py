@@ -25,6 +25,7 @@ from typing import Any
 from streaming.advisor_pass import AdvisorPass
 from streaming.dead_letters import DeadLetterLog
 from streaming.exporter import Exporter
+from streaming.groups import StageLimits
 from streaming.history import EventLog, run_id_for_checkpoint
 from streaming.jars import connector_jars
 from streaming.kafka_config import client_config_from_kafka_options
@@ -67,7 +68,8 @@ class Monitor:
         options.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         validate_group_patterns(options, self.spark)
         started = time.monotonic()
-        stage = self.state_store.load(last_committed_batch(options.checkpoint_dir / "spark"))
+        stage = self.state_store.load(last_committed_batch(options.checkpoint_dir / "spark"),
+                                      limits=StageLimits.from_options(options))
         stage.forget(excluded_groups(self.spark, stage.groups, options))
         self.sink = BatchSink(options, stage, self.state_store, self.exporter, self.event_log,
                               DeadLetterLog(options.checkpoint_dir / "monitor" / "dead-letters", options.topic,

@@ -73,6 +73,11 @@ class JobOptions:
         "how often groups past their TTL are looked for", type=float))
     max_series: int = field(default=2_000_000, metadata=_arg(
         "most series /metrics serves; beyond it new series are dropped and counted", type=int))
+    max_groups: int | None = field(default=None, metadata=_arg(
+        "most groups tracked; records of further groups are dropped and counted (default: no limit)", type=int))
+    max_members_per_group: int | None = field(default=None, metadata=_arg(
+        "most members with their own series per group; the rest are left out and counted (default: no limit)",
+        type=int))
     dead_letter_max: int = field(default=1000, metadata=_arg(
         "undecodable records kept as a sample for inspection", type=int))
     max_offsets_per_trigger: int | None = field(default=None, metadata=_arg(
@@ -97,8 +102,9 @@ class JobOptions:
         problems = [f"{flag(n)} must be positive" for n in positive if not getattr(self, n) > 0]
         if self.dead_letter_max < 0:
             problems.append(f"{flag('dead_letter_max')} must not be negative")
-        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
-            problems.append(f"{flag('max_offsets_per_trigger')} must be positive")
+        problems += [f"{flag(n)} must be positive" for n in ("max_offsets_per_trigger", "max_groups",
+                                                              "max_members_per_group")
+                     if getattr(self, n) is not None and getattr(self, n) <= 0]
         if not 0 <= self.metrics_port <= 65535:
             problems.append(f"{flag('metrics_port')} must be 0-65535")
         if self.starting_offsets not in STARTING_OFFSETS:

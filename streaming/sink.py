@@ -109,4 +109,6 @@ class BatchSink:
                                        self.stage.assignments(group))
         for group in result.removed:
             self.exporter.remove_group(group)
+        self.exporter.count_limits(self.stage.take_limit_hits(), self.stage.groups_dropped,
+                                   sum(self.stage.members_dropped.values()))
         return result
