@@ -101,7 +101,7 @@ LAG_FAMILIES = (
            "the lag series shows 0 for them."),
 )
 LOG_END_FAMILY = Family("kafka_topic_partition_log_end_offset", G,
-                        "Latest sampled log-end offset of a partition some group commits to.")
+                        "Latest sampled log-end offset of a partition some group commits to or is assigned.")
 POLL_TIMESTAMP_FAMILY = Family("rebalance_monitor_log_end_poll_timestamp_seconds", G,
                                "When the lag poller last fetched log offsets; lag series go once it is stale.")
 POLL_ERRORS_FAMILY = Family("rebalance_monitor_log_end_poll_errors_total", C,
@@ -304,8 +304,9 @@ class Exporter:
                 self._cache.put(group, lines, _LAG_NAMES)
         with self._lock:
             ends = Lines(self.cluster)
-            committed_tps = {tp for offsets in self._offsets.values() for tp in offsets if tp in sampled}
-            for topic, partition in sorted(committed_tps):
+            grouped = {tp for offsets in self._offsets.values() for tp in offsets}
+            grouped.update(tp for owned in self._owned.values() for parts in owned.values() for tp in parts)
+            for topic, partition in sorted(tp for tp in grouped if tp in sampled):
                 found = self.lag.lag_uncommitted(topic, partition)
                 if found is not None:
                     ends.add(LOG_END_FAMILY, (("topic", topic), ("partition", str(partition))), found.log_end)

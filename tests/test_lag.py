@@ -15,13 +15,14 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer, TopicPartition
 from kafka import errors as Errors
 
 from streaming.lag import LagTracker, LogEndRing, RecordTime, appended_at
 from streaming.lag_poller import ERROR_REASONS, OFFSETS_TOPIC, LogEndPoller, error_reason, kafka_uuid_text
-from testbed.broker import LocalKafka, run_kafka_tool
+from testbed.broker import LocalKafka
 from testbed.workload import Admin, wait_until
+from tests.lag_helpers import describe_group, produce, record_timestamp
 
 
 class PartitionLagStub:
@@ -296,46 +297,6 @@ def test_a_partition_error_in_list_offsets_costs_only_that_topic():
 
 
 # -- against a real broker ------------------------------------------------------------------
-
-def describe_group(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[str, str, str]]:
-    """Kafka's own ``kafka-consumer-groups --describe``: (current, log end, lag) per partition."""
-    result = run_kafka_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-                            ["--bootstrap-server", bootstrap, "--describe", "--group", group])
-    assert result.returncode == 0, result.stderr
-    rows = {}
-    for line in result.stdout.splitlines():
-        fields = line.split()
-        if fields and fields[0] == group:
-            rows[(fields[1], int(fields[2]))] = (fields[3], fields[4], fields[5])
-    return rows
-
-
-def produce(bootstrap: str, topic: str, partition: int, timestamps_ms: list[int]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
-    try:
-        for ts in timestamps_ms:
-            producer.send(topic, value=b"v", partition=partition, timestamp_ms=ts)
-        producer.flush()
-    finally:
-        producer.close()
-
-
-def record_timestamp(bootstrap: str, topic: str, partition: int, offset: int) -> int:
-    """The timestamp of the record at ``offset``, read the plain way."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        consumer.seek(tp, offset)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for record in consumer.poll(timeout_ms=500).get(tp, []):
-                if record.offset >= offset:
-                    return record.timestamp
-        raise TimeoutError(f"no record at {topic}:{partition}@{offset}")
-    finally:
-        consumer.close()
-
 
 @pytest.fixture
 def poller(kafka_broker: LocalKafka) -> Iterator[LogEndPoller]:
