@@ -3,6 +3,11 @@
 Used by ``make run`` / ``make kafka-up`` (fixed port, data under .local/) and by the tests
 (free ports, data in a temp dir). Start blocks until the broker answers metadata requests;
 stop leaves no process or listening port behind.
+
+``scram_users`` adds a SASL_SSL listener (SCRAM-SHA-512 over TLS) beside the plaintext one,
+with a throwaway CA and broker certificate made at start (:func:`make_throwaway_pki`) and the
+users created by Kafka's own storage tool at format time; the inter-broker and controller
+listeners stay plaintext.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.jvm import PROJECT_ROOT, kafka_jars, kafka_version
@@ -35,6 +41,81 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
+
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@dataclass(frozen=True)
+class ThrowawayPki:
+    """Files of a throwaway CA and one server certificate signed by it (127.0.0.1 and localhost)."""
+
+    ca_pem: Path  # the CA certificate: what clients trust
+    cert_pem: Path  # the server certificate
+    key_pem: Path  # its private key, unencrypted PKCS#8
+    keystore_p12: Path  # key and chain as PKCS#12, for a JVM server
+    keystore_password: str
+
+
+def make_throwaway_pki(directory: Path, common_name: str = "localhost") -> ThrowawayPki:
+    """A fresh CA and a server certificate for loopback, written under ``directory``.
+
+    Tests only: the keys are fresh per call and unencrypted on disk (the PKCS#12 copy has a
+    random password, since a JVM key store needs one).
+    """
+    import datetime
+    import ipaddress
+    import secrets
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    validity = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=2))
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("rebalance-monitor test CA")).issuer_name(name(
+          "rebalance-monitor test CA")).public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(validity[0]).not_valid_after(validity[1])
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    san = x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                       x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    cert = (x509.CertificateBuilder().subject_name(name(common_name)).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(validity[0]).not_valid_after(validity[1])
+            .add_extension(san, critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    pki = ThrowawayPki(directory / "ca.pem", directory / "server.pem", directory / "server.key",
+                  directory / "server.p12", secrets.token_urlsafe(16))
+    pki.ca_pem.write_bytes(ca.public_bytes(pem))
+    pki.cert_pem.write_bytes(cert.public_bytes(pem))
+    pki.key_pem.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    pki.keystore_p12.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"server", key, cert, [ca], serialization.BestAvailableEncryption(pki.keystore_password.encode())))
+    return pki
+
+
+def jaas_config(user: str, password: str) -> str:
+    """A client's ``sasl.jaas.config`` for SCRAM, quoted as Kafka's JAAS parser wants."""
+    def quoted(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{SCRAM_LOGIN_MODULE} required username={quoted(user)} password={quoted(password)};"
 
 
 def _is_kafka_3(version: str) -> bool:
@@ -63,19 +144,53 @@ class LocalKafka:
     """One KRaft node. ``port=0`` picks free ports (tests); a fixed port suits the demo."""
 
     def __init__(self, state_dir: Path, port: int = 0, version: str | None = None,
-                 extra_config: dict[str, str] | None = None, heap: str = "768m") -> None:
+                 extra_config: dict[str, str] | None = None, heap: str = "768m",
+                 scram_users: dict[str, str] | None = None) -> None:
         self.state_dir = Path(state_dir)
         self.version = version or kafka_version()
         self.port = port or free_port()
         self.controller_port = free_port() if port == 0 else port + 1
         self.extra_config = extra_config or {}
         self.heap = heap
+        # user -> password on the SASL_SSL listener; none: no such listener.
+        self.scram_users = dict(scram_users or {})
+        self.secure_port: int | None = None
+        if self.scram_users:
+            self.secure_port = free_port() if port == 0 else port + 2
+        self.pki: ThrowawayPki | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.start_to_ready_seconds: float | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def secure_bootstrap(self) -> str:
+        """The SASL_SSL listener's address (``scram_users`` given)."""
+        if self.secure_port is None:
+            raise RuntimeError("this broker has no SASL_SSL listener: pass scram_users")
+        return f"127.0.0.1:{self.secure_port}"
+
+    def client_security_options(self, user: str, password: str | None = None) -> dict[str, str]:
+        """Java client options reaching the SASL_SSL listener as ``user`` (their password by default)."""
+        pki = self._ensure_pki()
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.jaas.config": jaas_config(user, self.scram_users[user] if password is None else password),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(pki.ca_pem),
+        }
+
+    def _ensure_pki(self) -> ThrowawayPki:
+        if self.pki is None:
+            self.pki = make_throwaway_pki(self.state_dir / "tls")
+        return self.pki
+
+    @property
+    def _ports(self) -> tuple[int, ...]:
+        return tuple(p for p in (self.port, self.controller_port, self.secure_port) if p is not None)
 
     @property
     def data_dir(self) -> Path:
@@ -115,8 +230,26 @@ class LocalKafka:
         if _is_kafka_3(self.version):
             # 3.9 ships the KIP-848 protocol as a preview that must be switched on.
             props["group.coordinator.rebalance.protocols"] = "classic,consumer"
+        if self.scram_users:
+            props.update(self._secure_listener_properties())
         props.update(self.extra_config)
         return props
+
+    def _secure_listener_properties(self) -> dict[str, str]:
+        """A SASL_SSL listener on ``secure_port``; the other listeners keep their protocols."""
+        pki = self._ensure_pki()
+        listener = f"SASL_SSL://127.0.0.1:{self.secure_port}"
+        prefix = "listener.name.sasl_ssl."
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},{listener}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            f"{prefix}{SCRAM_MECHANISM.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required;",
+            f"{prefix}ssl.keystore.type": "PKCS12",
+            f"{prefix}ssl.keystore.location": str(pki.keystore_p12),
+            f"{prefix}ssl.keystore.password": pki.keystore_password,
+        }
 
     def _write_config(self) -> Path:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -129,15 +262,18 @@ class LocalKafka:
         if (self.data_dir / "meta.properties").exists():
             return
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # SCRAM credentials go into the metadata log with the format (KRaft's bootstrap records).
+        scram = [arg for user, password in self.scram_users.items()
+                 for arg in ("--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]")]
         cmd = java_command(self.version, "kafka.tools.StorageTool",
-                           ["format", f"--cluster-id={cluster_id}", "--config", str(config)], tools=True)
+                           ["format", f"--cluster-id={cluster_id}", "--config", str(config), *scram], tools=True)
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
             raise RuntimeError(f"formatting Kafka storage failed:\n{result.stdout}\n{result.stderr}")
 
     def start(self, timeout: float = 90) -> float:
         """Start the broker and block until it serves metadata; return start-to-ready seconds."""
-        for port in (self.port, self.controller_port):
+        for port in self._ports:
             if port_open(port):
                 raise RuntimeError(f"port {port} is already in use; is another broker running?")
         config = self._write_config()
@@ -166,7 +302,7 @@ class LocalKafka:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.log_dir}")
-            if port_open(self.port):
+            if all(port_open(port) for port in (self.port, self.secure_port) if port is not None):
                 try:
                     admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
                     try:
@@ -192,7 +328,7 @@ class LocalKafka:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (port_open(self.port) or port_open(self.controller_port)):
+        while time.monotonic() < deadline and any(port_open(port) for port in self._ports):
             time.sleep(0.1)
         (self.state_dir / "broker.pid").unlink(missing_ok=True)
 
