@@ -49,6 +49,20 @@ EXPORTED = frozenset({
     "rebalance_monitor_log_end_poll_errors_total",
     "rebalance_monitor_offsets_topic_unstable_offsets",
     "rebalance_monitor_offsets_topic_unstable_seconds",
+    "kafka_consumergroup_rebalance_causes_total",
+    "kafka_consumergroup_member_departures_total",
+    "kafka_consumergroup_member_churn",
+    "kafka_consumergroup_rebalance_duration_seconds",
+    "kafka_consumergroup_assignor_imbalance_ratio",
+    "kafka_consumergroup_empty_transitions_total",
+    "kafka_consumergroup_recreations_total",
+    "kafka_consumergroup_generations_advanced_total",
+    "rebalance_monitor_groups_dropped",
+    "rebalance_monitor_members_dropped",
+    "rebalance_monitor_series_dropped",
+    "rebalance_monitor_limit_hits_total",
+    "rebalance_monitor_groups",
+    "rebalance_monitor_series",
     "rebalance_monitor_records_total",
     "rebalance_monitor_decode_errors_total",
     "rebalance_monitor_batch_duration_seconds",
@@ -56,7 +70,7 @@ EXPORTED = frozenset({
     "rebalance_monitor_last_batch_timestamp_seconds",
     "rebalance_monitor_skipped_offsets_total",
 })
-HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds"})
+HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds", "kafka_consumergroup_rebalance_duration_seconds"})
 SERIES_NAMES = EXPORTED | {h + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")}
 # A metric name on its own: not part of a longer name, nor of a recording rule's level:metric:ops.
 METRIC = re.compile(r"(?<![\w:])(?:kafka_[a-z_]+|rebalance_monitor_[a-z_]+)(?![\w:])")
