@@ -128,6 +128,11 @@ def test_rebalance_storm_fires_and_steady_groups_stay_quiet(scene: Scene, kafka_
         cycle += 1
     steady = {scene.groups["range"], scene.groups["roundrobin"]}
     assert not steady & set(alert_states(scene.prometheus, "RebalanceStorm"))
+    # The page says why and who: the causes counted and the flapping clients by name.
+    [alert] = [a for a in scene.prometheus.alerts("RebalanceStorm") if a["labels"]["group"] == storm]
+    description = alert["annotations"]["description"]
+    assert "members_joined" in description and "members_left" in description, description
+    assert f"{storm}-flap" in description, description
 
 
 def test_imbalance_fires_for_range_not_roundrobin(scene: Scene) -> None:
