@@ -44,9 +44,11 @@ def advisor_input(summary: GroupSummary, assignments: Mapping[str, Sequence[Topi
     """The members of a classic consumer group as the assignors see them; None for any other group.
 
     ``assignments`` is owner key -> (topic, partition) pairs, as the exporter receives them.
+    Without any assigned partition there is nothing to spread (and no partition count to
+    read), so such a group is not advised either.
     """
     if (summary.group_type != CLASSIC or summary.protocol_type != "consumer" or not summary.members
-            or summary.generation is None):
+            or not summary.assigned_partitions or summary.generation is None):
         return None
     members = []
     for m in summary.members:

@@ -276,9 +276,11 @@ def test_pass_withdraws_advice_for_groups_it_cannot_advise():
     advisor.offer(emptied, {})
     advisor.run_pass()
     assert published["g"] is None
+    unassigned = group({"C0": (T01, ""), "C1": (T01, "")})  # nothing to spread, no partition count to read
+    advisor.offer(*_offer_args(unassigned, name="unassigned"))
     connect = group(RANGE_4_2, protocol_type="connect")
     advisor.offer(*_offer_args(connect, name="never-advised"))
-    assert advisor.pending() == 0  # nothing was published for it: nothing to withdraw
+    assert advisor.pending() == 0  # nothing was published for them: nothing to withdraw
 
 
 def test_pass_drops_results_superseded_or_forgotten_while_evaluated():
