@@ -3,7 +3,8 @@
 A process per member makes churn real: SIGTERM closes the consumer cleanly (it leaves the
 group), SIGKILL is a crash that only the session timeout notices, SIGUSR1 stops the poll loop
 while the client's heartbeat thread lives on (a stuck application: the member leaves once
-max.poll.interval.ms runs out), SIGUSR2 adds ``--more-topics`` to the subscription. The
+max.poll.interval.ms runs out), SIGUSR2 adds ``--more-topics`` to the subscription (or, with
+``--hold``, lets a member that connected and said ``ready`` join at last). The
 member prints one JSON line on stdout every time its assignment changes, so the parent knows
 exactly what Kafka's assignor gave it.
 
@@ -50,7 +51,7 @@ class _Stop:
 
     SIGTERM: end the loop and close the consumer (it leaves the group). SIGUSR1: stop
     polling but keep the process (and the client's heartbeat thread) alive. SIGUSR2:
-    subscribe to ``--more-topics`` as well.
+    subscribe to ``--more-topics`` as well, or, held, subscribe at all.
     """
 
     requested = False
@@ -90,7 +91,7 @@ def run_classic(args: argparse.Namespace) -> None:
         "bootstrap_servers": args.bootstrap_server,
         "group_id": args.group,
         "client_id": args.client_id,
-        "partition_assignment_strategy": [_slow(_assignor_class(args.assignor), args.assign_delay_ms)],
+        "partition_assignment_strategy": [_slow(_assignor_class(name), args.assign_delay_ms) for name in args.assignor],
         "session_timeout_ms": args.session_timeout_ms,
         "max_poll_interval_ms": args.max_poll_interval_ms,
         "heartbeat_interval_ms": max(300, args.session_timeout_ms // 6),
@@ -117,14 +118,21 @@ def run_classic(args: argparse.Namespace) -> None:
         def on_partitions_assigned(self, assigned: object) -> None:
             reporter.report()
 
-    consumer.subscribe(args.topics, listener=ReportRebalances())
+    def subscribe(topics: list[str]) -> None:
+        consumer.subscribe(topics, listener=ReportRebalances())
+        # A kafka-python leader rejoins when the metadata it assigned with differs from later metadata; its
+        # snapshot is taken from metadata updates, so one must arrive before the join, or the first
+        # assignment is followed by a rebalance for nothing (Kafka records that as a real generation).
+        consumer.topics()
+
+    subscribe(args.topics)
+    if args.hold:
+        _hold()
     # A long poll: kafka-python 3.0 can lose a rebalance's completion when poll's timeout runs
     # out while JoinGroup/SyncGroup are in flight (the member then believes it is stable, owns
     # nothing and stops heartbeating). The listener reports rebalances as they complete.
-    def resubscribe() -> None:
-        consumer.subscribe([*args.topics, *args.more_topics], listener=ReportRebalances())
-
-    _poll_loop(lambda: consumer.poll(timeout_ms=3000), reporter, consumer.close, args.process_delay_ms, resubscribe)
+    _poll_loop(lambda: consumer.poll(timeout_ms=3000), reporter, consumer.close, args.process_delay_ms,
+               lambda: subscribe([*args.topics, *args.more_topics]))
 
 
 def run_kip848(args: argparse.Namespace) -> None:
@@ -152,6 +160,15 @@ def run_kip848(args: argparse.Namespace) -> None:
                lambda: consumer.subscribe([*args.topics, *args.more_topics]))
 
 
+def _hold() -> None:
+    """Say ``ready`` (connected, subscribed, not joined) and wait for SIGUSR2: members released
+    together send their JoinGroup within milliseconds of each other, whatever their start-up took."""
+    _emit(event="ready")
+    while not (_Stop.resubscribe or _Stop.requested):
+        time.sleep(0.01)
+    _Stop.resubscribe = False
+
+
 class _Reporter:
     """Prints the member's (assignment, member id, generation) whenever it changes."""
 
@@ -170,10 +187,15 @@ def _poll_loop(poll: Callable[[], object], reporter: _Reporter, close: Callable[
                resubscribe: Callable[[], object]) -> None:
     """Poll until SIGTERM, reporting after every poll; then close (leaving the group).
 
-    After SIGUSR1 the loop only waits for SIGTERM: no poll, no commit, heartbeats go on.
+    After SIGUSR1 the loop only waits for SIGTERM: no poll, no commit, heartbeats go on; it
+    says so once (``stalled``), when the poll in flight has returned.
     """
+    stalled = False
     while not _Stop.requested:
         if _Stop.stall:
+            if not stalled:
+                stalled = True
+                _emit(event="stalled")
             time.sleep(0.1)
             continue
         if _Stop.resubscribe:
@@ -194,12 +216,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--topics", nargs="+", required=True)
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--protocol", choices=["classic", "consumer"], default="classic")
-    parser.add_argument("--assignor", choices=ASSIGNORS, default="range")
+    parser.add_argument("--assignor", choices=ASSIGNORS, nargs="+", default=["range"],
+                        help="classic only: the assignors the member supports, preferred first")
     parser.add_argument("--instance-id", help="group.instance.id: a static member")
     parser.add_argument("--more-topics", nargs="*", default=[], help="added to the subscription on SIGUSR2")
     parser.add_argument("--session-timeout-ms", type=int, default=10000)
     parser.add_argument("--max-poll-interval-ms", type=int, default=300000,
                         help="classic only: the heartbeat thread leaves the group when poll stops for this long")
+    parser.add_argument("--hold", action="store_true", help="classic only: join on SIGUSR2, not at start")
     parser.add_argument("--assign-delay-ms", type=int, default=0,
                         help="classic only: the leader's assignment takes this much longer")
     parser.add_argument("--commit-interval-ms", type=int, default=1000)

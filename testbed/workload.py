@@ -33,7 +33,7 @@ class Member:
     group: str
     topics: list[str]
     client_id: str
-    assignor: str = "range"
+    assignor: str = "range"  # comma-separated: the assignors the member supports, preferred first
     protocol: str = "classic"
     instance_id: str | None = None
     session_timeout_ms: int = 10000
@@ -41,20 +41,25 @@ class Member:
     process_delay_ms: int = 0
     assign_delay_ms: int = 0
     more_topics: list[str] | None = None
+    hold: bool = False
     assignment: frozenset[Partition] = frozenset()
     member_id: str | None = None
     generation: int | None = None
+    stalled: bool = False
+    ready: bool = False
     _process: subprocess.Popen[str] | None = None
 
     def start(self) -> Member:
         cmd = [sys.executable, "-m", "testbed.member", "--bootstrap-server", self.bootstrap,
                "--group", self.group, "--topics", *self.topics, "--client-id", self.client_id,
-               "--protocol", self.protocol, "--assignor", self.assignor,
+               "--protocol", self.protocol, "--assignor", *self.assignor.split(","),
                "--session-timeout-ms", str(self.session_timeout_ms),
                "--max-poll-interval-ms", str(self.max_poll_interval_ms),
                "--process-delay-ms", str(self.process_delay_ms), "--assign-delay-ms", str(self.assign_delay_ms)]
         if self.more_topics:
             cmd += ["--more-topics", *self.more_topics]
+        if self.hold:
+            cmd.append("--hold")
         if self.instance_id:
             cmd += ["--instance-id", self.instance_id]
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -71,6 +76,10 @@ class Member:
                     self.assignment = frozenset((t, p) for t, p in event["partitions"])
                     self.member_id = event.get("member_id") or self.member_id
                     self.generation = event.get("generation")
+                elif event.get("event") == "stalled":
+                    self.stalled = True
+                elif event.get("event") == "ready":
+                    self.ready = True
 
     @property
     def joined(self) -> bool:
@@ -96,11 +105,16 @@ class Member:
 
     def stop_polling(self) -> None:
         """Stop calling poll while the heartbeat thread lives: a stuck application, which
-        Kafka's client takes out of the group once max.poll.interval.ms runs out."""
+        Kafka's client takes out of the group once max.poll.interval.ms runs out.
+        ``stalled`` turns True once the poll in flight has returned."""
         self.send_signal(signal.SIGUSR1)
 
     def subscribe_more(self) -> None:
         """Add ``more_topics`` to the running member's subscription."""
+        self.send_signal(signal.SIGUSR2)
+
+    def release(self) -> None:
+        """Let a member started with ``hold`` (and now ``ready``) join its group."""
         self.send_signal(signal.SIGUSR2)
 
     def send_signal(self, sig: int) -> None:
