@@ -14,12 +14,15 @@ Run with spark-submit (deploy/spark-submit) or ``rebalance-monitor run``.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from streaming.advisor_pass import AdvisorPass
@@ -39,6 +42,59 @@ from streaming.statestore import StateStore, last_committed_batch
 from streaming.topic_names import TopicNames
 
 log = logging.getLogger("rebalance_monitor")
+
+# SIGINT/SIGTERM: the batch in flight gets DRAIN_SECONDS to finish before it is cancelled, and the
+# process ends within STOP_SECONDS whatever hangs (a kill at any point leaves the checkpoint valid:
+# tests/test_faults.py kills the driver mid-batch).
+DRAIN_SECONDS = 10
+STOP_SECONDS = 30
+
+
+class BatchFailed(RuntimeError):
+    """A micro-batch's failure, as the few lines Spark gets back from the Python side."""
+
+
+# Spark runs a regex that recurses once per character over a failed foreachBatch's error (see
+# short_errors); on a default thread stack it overflowed at 2,000 characters.
+MAX_ERROR_CHARS = 600
+
+
+def error_head(exc: BaseException) -> str:
+    """``exc`` as Python prints its last line, without the Java stack trace a Py4JJavaError carries."""
+    kind = type(exc)
+    try:
+        text = str(exc)  # a Py4JJavaError asks the JVM for its text
+    except Exception:
+        text = str(exc.args[0]) if exc.args else ""
+    lines = f"{kind.__module__}.{kind.__qualname__}: {text}".splitlines()
+    return "\n".join(itertools.takewhile(lambda line: not line.startswith("\tat "), lines))[:MAX_ERROR_CHARS]
+
+
+def short_errors(sink: Any, stopping_run: Callable[[], str | None]) -> Any:
+    """``sink`` as a foreachBatch function whose failures reach Spark as a short line.
+
+    When a stop cancels a batch, Spark tells its own interruption from a real failure by matching
+    the foreachBatch error's text (``StreamExecution.isInterruptionException``), first with a regex
+    that recurses once per character (``PROXY_ERROR``, ``((.|\\r\\n|\\r|\\n)*)``). The whole
+    Python traceback, with the Java stack trace of the cancelled collect in it, overflowed the stream
+    thread's stack (StackOverflowError in java.util.regex): the query died instead of stopping, and
+    the stop hung. So a failure reaches Spark as one short line; while the job stops
+    (``stopping_run`` gives the query's run id, its job group) the line is what Spark takes for a
+    cancelled job group, and the query ends as stopped.
+    """
+    def batch(df: Any, batch_id: int) -> None:
+        try:
+            sink(df, batch_id)
+        except Exception as exc:
+            run_id = stopping_run()
+            if run_id is not None:
+                log.info("batch %d cancelled by the stop; Spark runs it again on restart", batch_id)
+                raise BatchFailed(f"org.apache.spark.SparkException: batch {batch_id} cancelled, "
+                                  f"job group {run_id} stopped") from None
+            log.error("batch %d failed", batch_id, exc_info=True)
+            raise BatchFailed(error_head(exc)) from None
+
+    return batch
 
 
 class Monitor:
@@ -62,6 +118,7 @@ class Monitor:
         self.query: Any = None
         self.metrics_port: int | None = None
         self._listener: ProgressListener | None = None
+        self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
 
     def start(self) -> Monitor:
         options = self.options
@@ -86,7 +143,7 @@ class Monitor:
                       .queryName(f"rebalance-monitor:{options.checkpoint_dir.resolve()}")
                       .option("checkpointLocation", str(options.checkpoint_dir / "spark"))
                       .trigger(processingTime=f"{options.trigger_seconds} seconds")
-                      .foreachBatch(sink)
+                      .foreachBatch(short_errors(sink, lambda: self._stopping_run))
                       .start())
         self.exporter.start_lag_refresh()
         self.advisor.start()
@@ -102,21 +159,29 @@ class Monitor:
         progress = self.query.lastProgress
         return None if progress is None else progress["batchId"]
 
-    def stop(self, drain_seconds: float = 60) -> None:
-        """Stop between micro-batches: interrupting one mid-collect only produces noise."""
+    def stop(self, drain_seconds: float = DRAIN_SECONDS) -> None:
+        """Stop between micro-batches if the one in flight ends within ``drain_seconds``, else cancel
+        it (Spark runs it again on restart). The JVM may have gone first (it got the signal too)."""
+        from py4j.protocol import Py4JError
+
         self.poller.stop()
         self._metadata.stop()
         self.advisor.stop()
-        if self.query is not None:
-            in_flight = self._last_batch_id()
-            deadline = time.monotonic() + drain_seconds
-            while (self.query.isActive and self.query.status["isTriggerActive"]
-                   and self._last_batch_id() == in_flight and time.monotonic() < deadline):
-                time.sleep(0.1)
-            self.query.stop()
-        if self._listener is not None:
-            self.spark.streams.removeListener(self._listener)
-        self.exporter.close()
+        try:
+            if self.query is not None:
+                in_flight = self._last_batch_id()
+                deadline = time.monotonic() + drain_seconds
+                while (self.query.isActive and self.query.status["isTriggerActive"]
+                       and self._last_batch_id() == in_flight and time.monotonic() < deadline):
+                    time.sleep(0.1)
+                self._stopping_run = str(self.query.runId)
+                self.query.stop()
+            if self._listener is not None:
+                self.spark.streams.removeListener(self._listener)
+        except (Py4JError, ConnectionError) as exc:
+            log.warning("Spark's JVM is gone, nothing left to stop there: %s", str(exc).splitlines()[0])
+        finally:
+            self.exporter.close()
 
 
 def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None) -> Any:
@@ -148,6 +213,9 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
 def run(options: JobOptions) -> None:
     """Run until SIGINT/SIGTERM, then stop the query cleanly (the checkpoint stays consistent)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # py4j logs every callback at INFO, and from __del__ too: at interpreter exit that took the log
+    # handler's lock held by a thread already frozen, and the process never ended.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = spark_session(options)
     monitor = Monitor(spark, options).start()
     log.info("metrics at %s; event log %s; checkpoint %s", monitor.metrics_url,
@@ -156,11 +224,20 @@ def run(options: JobOptions) -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.is_set() and monitor.query.isActive:
-        stop.wait(1)
-    monitor.stop()
-    if monitor.query.exception():
-        raise SystemExit(f"streaming query failed: {monitor.query.exception()}")
+    failure = None
+    try:
+        while not stop.is_set() and monitor.query.isActive:
+            stop.wait(1)
+    finally:
+        # The stop ends within STOP_SECONDS whatever hangs in it: SIGALRM's default action ends the
+        # process. Disarmed once the stop is done (the demo stops its broker after this returns).
+        signal.alarm(STOP_SECONDS)
+        monitor.stop()
+        signal.alarm(0)
+    with contextlib.suppress(Exception):  # the JVM may be gone: then there is no query to ask
+        failure = monitor.query.exception()
+    if failure:
+        raise SystemExit(f"streaming query failed: {failure}")
 
 
 def main(argv: list[str] | None = None) -> None:
