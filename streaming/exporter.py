@@ -11,17 +11,16 @@ and ``rebalance_monitor_series_dropped`` says how many a scrape left out.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 
 from decoders.records import RECORD_TYPE_NAMES
+from streaming import metrics_server
 from streaming.advisor_pass import AdvisorPass
 from streaming.exposition import Family, FamilyCache, Lines, TopicPartition, escape, number
 from streaming.groups import GroupOffsets
@@ -450,30 +449,12 @@ class Exporter:
 
     # -- serving ------------------------------------------------------------------------
 
-    def serve(self, host: str = "0.0.0.0", port: int = 0) -> int:
-        """Serve ``/metrics`` from a daemon thread; returns the bound port (so 0 works)."""
-        server = make_server(host, port, self._wsgi, _ThreadingServer, handler_class=_QuietHandler)
-        threading.Thread(target=server.serve_forever, daemon=True, name="metrics-http").start()
-        self._server = server
-        return server.server_port
-
-    def _wsgi(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
-            start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found: /metrics serves the metrics\n"]
-        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            start_response("405 Method Not Allowed", [("Content-Type", "text/plain"), ("Allow", "GET, HEAD")])
-            return [b"read-only endpoint\n"]
-        started = time.monotonic()
-        body = self.render()
-        headers = [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]
-        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
-            body = gzip.compress(body, compresslevel=1)
-            headers.append(("Content-Encoding", "gzip"))
-        headers.append(("Content-Length", str(len(body))))
-        headers.append(("X-Render-Seconds", f"{time.monotonic() - started:.3f}"))
-        start_response("200 OK", headers)
-        return [body]
+    def serve(self, host: str = "0.0.0.0", port: int = 0, *, tls_cert: Path | None = None,
+              tls_key: Path | None = None, basic_auth_file: Path | None = None) -> int:
+        """Serve ``/metrics`` (see :mod:`streaming.metrics_server`); returns the bound port (so 0 works)."""
+        self._server = metrics_server.serve(self.render, host, port, tls_cert=tls_cert, tls_key=tls_key,
+                                            basic_auth_file=basic_auth_file)
+        return self._server.server_port
 
     def close(self) -> None:
         self._stop.set()
@@ -481,15 +462,6 @@ class Exporter:
         if server is not None:
             server.shutdown()
             server.server_close()
-
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:

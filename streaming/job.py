@@ -133,7 +133,9 @@ class Monitor:
                                             options.dead_letter_max),
                               TopicNames(self._metadata.topic_names))
         log.info("restored %d groups from the checkpoint in %.2fs", len(stage.groups), time.monotonic() - started)
-        self.metrics_port = self.exporter.serve(options.metrics_host, options.metrics_port)
+        self.metrics_port = self.exporter.serve(options.metrics_host, options.metrics_port,
+                                                tls_cert=options.metrics_tls_cert, tls_key=options.metrics_tls_key,
+                                                basic_auth_file=options.metrics_basic_auth_file)
         sink = self.sink
         self._listener = ProgressListener(self.exporter, lambda: self.query.id if self.query else None,
                                           lambda: sink.last_report)
@@ -153,7 +155,8 @@ class Monitor:
     @property
     def metrics_url(self) -> str:
         host = "localhost" if self.options.metrics_host in ("0.0.0.0", "") else self.options.metrics_host
-        return f"http://{host}:{self.metrics_port}/metrics"
+        scheme = "https" if self.options.metrics_tls_cert else "http"
+        return f"{scheme}://{host}:{self.metrics_port}/metrics"
 
     def _last_batch_id(self) -> int | None:
         progress = self.query.lastProgress

@@ -56,6 +56,13 @@ class JobOptions:
     metrics_host: str = field(default="0.0.0.0", metadata=_arg("address of the /metrics endpoint"))
     metrics_port: int = field(default=DEFAULT_METRICS_PORT, metadata=_arg(
         "port of the /metrics endpoint (0: any free port; 9308 is kafka_exporter's)", type=int))
+    metrics_tls_cert: Path | None = field(default=None, metadata=_arg(
+        "PEM certificate chain: serve /metrics over HTTPS (with --metrics-tls-key)", type=Path))
+    metrics_tls_key: Path | None = field(default=None, metadata=_arg(
+        "PEM private key of --metrics-tls-cert", type=Path))
+    metrics_basic_auth_file: Path | None = field(default=None, metadata=_arg(
+        "file of user:hash lines (python -m streaming.metrics_server USER writes one): /metrics asks for "
+        "HTTP basic auth", type=Path))
     trigger_seconds: float = field(default=5.0, metadata=_arg("micro-batch interval", type=float))
     starting_offsets: str = field(default="earliest", metadata=_arg(
         "where a NEW checkpoint starts; earliest rebuilds every group's latest state from the compacted topic",
@@ -107,6 +114,8 @@ class JobOptions:
                      if getattr(self, n) is not None and getattr(self, n) <= 0]
         if not 0 <= self.metrics_port <= 65535:
             problems.append(f"{flag('metrics_port')} must be 0-65535")
+        if (self.metrics_tls_cert is None) != (self.metrics_tls_key is None):
+            problems.append(f"{flag('metrics_tls_cert')} and {flag('metrics_tls_key')} go together")
         if self.starting_offsets not in STARTING_OFFSETS:
             problems.append(f"{flag('starting_offsets')} must be one of {', '.join(STARTING_OFFSETS)}")
         if self.lag_granularity not in LAG_GRANULARITIES:
