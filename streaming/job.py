@@ -15,6 +15,7 @@ Run with spark-submit (deploy/spark-submit) or ``rebalance-monitor run``.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import itertools
 import logging
 import os
@@ -44,7 +45,7 @@ from streaming.topic_names import TopicNames
 log = logging.getLogger("rebalance_monitor")
 
 # SIGINT/SIGTERM: the batch in flight gets DRAIN_SECONDS to finish before it is cancelled, and the
-# process ends within STOP_SECONDS whatever hangs (a kill at any point leaves the checkpoint valid:
+# stop ends within STOP_SECONDS whatever hangs (a kill at any point leaves the checkpoint valid:
 # tests/test_faults.py kills the driver mid-batch).
 DRAIN_SECONDS = 10
 STOP_SECONDS = 30
@@ -232,11 +233,12 @@ def run(options: JobOptions) -> None:
         while not stop.is_set() and monitor.query.isActive:
             stop.wait(1)
     finally:
-        # The stop ends within STOP_SECONDS whatever hangs in it: SIGALRM's default action ends the
-        # process. Disarmed once the stop is done (the demo stops its broker after this returns).
-        signal.alarm(STOP_SECONDS)
+        # The stop ends within STOP_SECONDS whatever hangs in it: faulthandler's own thread then
+        # prints every thread's stack and exits (a signal's default action would not end PID 1 in
+        # a container). Disarmed once the stop is done (the demo stops its broker after this returns).
+        faulthandler.dump_traceback_later(STOP_SECONDS, exit=True)
         monitor.stop()
-        signal.alarm(0)
+        faulthandler.cancel_dump_traceback_later()
     with contextlib.suppress(Exception):  # the JVM may be gone: then there is no query to ask
         failure = monitor.query.exception()
     if failure:
