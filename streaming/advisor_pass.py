@@ -38,6 +38,12 @@ class AdvisorInput:
     generation: int
     members: tuple[AdvisorMember, ...]
 
+    def fingerprint(self) -> int:
+        """A hash of the members, subscriptions and assignment: all the pass keeps per evaluated
+        group (a copy of every group's assignment would double the job's memory)."""
+        return hash(tuple((m.member_id, m.instance_id, m.topics,
+                           tuple((t, tuple(ps)) for t, ps in m.assigned.items())) for m in self.members))
+
 
 def advisor_input(summary: GroupSummary, assignments: Mapping[str, Sequence[TopicPartition]] | None
                   ) -> AdvisorInput | None:
@@ -72,7 +78,7 @@ class AdvisorPass:
         self._clock = clock
         self._lock = threading.Lock()
         self._pending: dict[str, AdvisorInput | None] = {}  # insertion order = offer order
-        self._evaluated: dict[str, tuple[AdvisorMember, ...]] = {}
+        self._evaluated: dict[str, int] = {}  # group -> fingerprint of what was evaluated
         self._in_flight: str | None = None  # the group being evaluated
         self._superseded = False  # offered again or forgotten while evaluated: drop the result
         self._stop = threading.Event()
@@ -90,7 +96,7 @@ class AdvisorPass:
                     self._evaluated.pop(group, None)
                     self._pending[group] = None  # its published series must go
                 return
-            if group not in self._pending and self._evaluated.get(group) == found.members:
+            if group not in self._pending and self._evaluated.get(group) == found.fingerprint():
                 return
             self._pending[group] = found
 
@@ -129,7 +135,7 @@ class AdvisorPass:
                 self._in_flight = None
                 if self._superseded:
                     continue  # offered again (queued anew) or forgotten meanwhile
-                self._evaluated[group] = found.members
+                self._evaluated[group] = found.fingerprint()
             ratios = {name: o.imbalance_ratio for name, o in outcomes.items() if o.imbalance_ratio is not None}
             self.publish(group, ratios or None)
         return done
