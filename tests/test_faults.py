@@ -154,9 +154,10 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
                              "a batch after the outage", timeout=180)
         recovered_in = value(recovered, "rebalance_monitor_last_batch_timestamp_seconds") - up_at
         crew.append(RecordingMember(own_broker.bootstrap, group, [topic], "outage-c2", process_delay_ms=200).start())
-        survivors = [crew[0], crew[2]]
+        # A kafka-python client may give up while the broker is away (seen on 3.9.2): the rest carry on.
+        survivors = [m for m in crew if m.running]
         wait_balanced(survivors, [(topic, p) for p in range(4)], timeout=180)
-        after = job.wait(lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation
+        after = job.wait(lambda s: value(s, "kafka_consumergroup_generation", group=group) == survivors[0].generation
                          and (value(s, "rebalance_monitor_log_end_poll_timestamp_seconds") or 0) > up_at
                          and bool(series(s, "kafka_consumergroup_lag", group=group)),
                          "the rebalances around the outage and fresh lag")
@@ -176,10 +177,12 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
     counted = count_events(job.event_log.read(), view, [group])
     outage = up_at - gone_at
     print(f"\nbroker down {outage:.0f}s; outage recovered in {recovered_in:.1f}s (first batch after the broker "
-          f"was back); log-end poll errors {poll_errors(before):.0f} -> {poll_errors(stalled):.0f}; {counted}")
+          f"was back); log-end poll errors {poll_errors(before):.0f} -> {poll_errors(stalled):.0f}; "
+          f"members that gave up during the outage: {len(crew) - 1 - len(survivors)}; {counted}")
     assert (counted.duplicated, counted.missing, counted.unexpected) == (0, [], []), counted
     assert counted.expected >= 2, view  # the dead member's expiry and the newcomer's join
-    assert crew[0].seen - {view.generations[group][0]} <= {e.new_generation for e in job.event_log.read()}
+    seen = set().union(*(m.seen for m in crew))
+    assert seen - {view.generations[group][0]} <= {e.new_generation for e in job.event_log.read()}
     assert value(stalled, "rebalance_monitor_last_batch_timestamp_seconds") <= gone_at + 2 * TRIGGER_SECONDS
     assert last_batch_before is not None and poll_errors(stalled) > poll_errors(before)
     assert all(v >= 0 for v in series(after, "kafka_consumergroup_lag", group=group).values())
