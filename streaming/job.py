@@ -32,7 +32,14 @@ from streaming.exporter import Exporter
 from streaming.groups import StageLimits
 from streaming.history import EventLog, run_id_for_checkpoint
 from streaming.jars import connector_jars
-from streaming.kafka_config import client_config_from_kafka_options
+from streaming.kafka_config import (
+    KafkaAccessError,
+    UnsupportedKafkaOption,
+    check_access,
+    client_config_from_kafka_options,
+    redact,
+    secret_values,
+)
 from streaming.lag import LagTracker
 from streaming.lag_poller import LogEndPoller
 from streaming.options import JobOptions, parse_args, validate_group_patterns
@@ -220,6 +227,11 @@ def run(options: JobOptions) -> None:
     # py4j logs every callback at INFO, and from __del__ too: at interpreter exit that took the log
     # handler's lock held by a thread already frozen, and the process never ended.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # Before Spark starts: a refused login would otherwise look like a job that never progresses.
+    try:
+        check_access(options.bootstrap_servers, client_config_from_kafka_options(options.kafka_options), options.topic)
+    except (KafkaAccessError, UnsupportedKafkaOption) as exc:
+        raise SystemExit(f"rebalance-monitor: {exc}") from None
     spark = spark_session(options)
     monitor = Monitor(spark, options).start()
     log.info("metrics at %s; event log %s; checkpoint %s", monitor.metrics_url,
@@ -242,7 +254,8 @@ def run(options: JobOptions) -> None:
     with contextlib.suppress(Exception):  # the JVM may be gone: then there is no query to ask
         failure = monitor.query.exception()
     if failure:
-        raise SystemExit(f"streaming query failed: {failure}")
+        # Kafka's client hides passwords in its errors; redacted anyway, as every message of the job.
+        raise SystemExit(redact(f"streaming query failed: {failure}", secret_values(options.kafka_options)))
 
 
 def main(argv: list[str] | None = None) -> None:

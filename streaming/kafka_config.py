@@ -15,12 +15,35 @@ are Java client names; kafka-python spells and stores some differently:
 * ``ssl.endpoint.identification.algorithm`` empty turns host name checking off.
 
 No option value is ever logged or put in an error message: passwords live there.
+
+The mapping, Java option -> kafka-python setting:
+
+=========================================  =====================================================
+``security.protocol``                      ``security_protocol``
+``sasl.mechanism``                         ``sasl_mechanism``
+``sasl.kerberos.service.name``             ``sasl_kerberos_service_name``
+``sasl.jaas.config`` (PLAIN, SCRAM)        ``sasl_plain_username``, ``sasl_plain_password``
+``ssl.truststore.location`` (PEM)          ``ssl_cafile``
+``ssl.keystore.location`` (PEM)            ``ssl_certfile`` and ``ssl_keyfile``
+``ssl.key.password``                       ``ssl_password``
+``ssl.endpoint.identification.algorithm``  ``ssl_check_hostname`` (empty: False)
+=========================================  =====================================================
+
+:func:`check_access` is the job's pre-flight: kafka-python retries a refused login until
+its bootstrap times out and Spark's source keeps retrying too, so a wrong password would
+otherwise show as a job that never makes progress.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import ssl
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 _DIRECT = {
     "security.protocol": "security_protocol",
@@ -89,3 +112,125 @@ def _require_pem(options: dict[str, str], store: str) -> None:
             f"kafka.ssl.{store}.type={kind}: the lag poller (kafka-python) reads PEM files only; convert the "
             f"{store} (keytool -importkeystore to PKCS12, then openssl pkcs12 -nodes to PEM) and set "
             f"kafka.ssl.{store}.type=PEM, which Spark's Kafka source reads too")
+
+
+class KafkaAccessError(RuntimeError):
+    """The cluster refused the job's credentials or TLS settings: retrying cannot help."""
+
+
+_SECRET_SETTINGS = ("sasl_plain_password", "ssl_password")
+_SECRET_OPTION = re.compile(r"password|secret|jaas|token", re.IGNORECASE)
+
+
+def secret_values(kafka_options: Mapping[str, str]) -> list[str]:
+    """Values that must never be printed: passwords, secrets, tokens and JAAS configurations,
+    and the passwords inside those configurations (longest first, so redaction is whole)."""
+    found = {value for name, value in kafka_options.items() if _SECRET_OPTION.search(name) and value}
+    for name, value in kafka_options.items():
+        if name.removeprefix("kafka.") == "sasl.jaas.config":
+            found.update(v for m in _JAAS_OPTION.finditer(value) if m.group(1).lower() != "username"
+                         for v in [m.group(2) if m.group(2) is not None else m.group(3)] if v)
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every one of ``secrets`` replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic: str,
+                 timeout_s: float = 10.0) -> bool:
+    """Bootstrap and read ``topic``'s metadata as the job will; False if no broker answered.
+
+    Raises :class:`KafkaAccessError` (naming the cause: authentication, TLS or authorization)
+    when the cluster refused the settings; an unreachable cluster is left to the job's own
+    retries, since brokers come back but a wrong password does not.
+    """
+    from kafka import KafkaAdminClient
+    from kafka import errors as Errors
+
+    secrets = [str(client_config[k]) for k in _SECRET_SETTINGS if client_config.get(k)]
+    with _client_errors() as seen:
+        try:
+            # Retries at least every second: each refused attempt is one more chance to hear why.
+            admin = KafkaAdminClient(**{"bootstrap_servers": bootstrap_servers,
+                                        "client_id": "rebalance-monitor-preflight",
+                                        "bootstrap_timeout_ms": int(timeout_s * 1000),
+                                        "request_timeout_ms": int(timeout_s * 1000),
+                                        "reconnect_backoff_max_ms": 1000, **client_config})
+        except Errors.KafkaTimeoutError as exc:
+            seen.append(exc)
+            admin = None
+    if admin is not None:
+        try:
+            admin.describe_topics([topic])
+        except Errors.UnknownTopicOrPartitionError:
+            pass  # the offsets topic is created with the first group; the source waits for it
+        except Errors.AuthorizationError as exc:
+            raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers}: authorization failed, the job's principal "
+                                          f"may not describe topic {topic!r} ({exc})", secrets)) from None
+        finally:
+            admin.close()
+        return True
+    cause = _refusal(seen)
+    if cause is not None:
+        raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers} refused the job's settings: {cause}", secrets))
+    log.warning("no broker at %s answered within %.0fs; the job starts and keeps retrying", bootstrap_servers,
+                timeout_s)
+    return False
+
+
+def _refusal(errors: list[BaseException]) -> str | None:
+    """What in the client's errors says the settings are wrong rather than the brokers away."""
+    from kafka import errors as Errors
+
+    for exc in (link for error in errors for link in _chain(error)):
+        if isinstance(exc, Errors.SaslAuthenticationFailedError):
+            return f"authentication failed (SASL): {exc}; check kafka.sasl.jaas.config and kafka.sasl.mechanism"
+        if isinstance(exc, Errors.AuthorizationError):
+            return f"authorization failed: {exc}"
+        if isinstance(exc, ssl.SSLError):
+            return (f"TLS handshake failed: {exc}; check kafka.ssl.truststore.location (the CA that signed "
+                    "the brokers' certificates) and kafka.ssl.endpoint.identification.algorithm")
+    return None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during (kafka-python wraps TLS errors)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+@contextmanager
+def _client_errors() -> Iterator[list[BaseException]]:
+    """Exceptions kafka-python reports while it retries: its bootstrap gives up with a bare
+    timeout, and the cause (a refused login, a failed handshake) is only in what it logs."""
+    seen: list[BaseException] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            args = record.args if isinstance(record.args, tuple) else ()
+            seen.extend(a for a in args if isinstance(a, BaseException))
+            if record.exc_info and record.exc_info[1] is not None:
+                seen.append(record.exc_info[1])
+
+    handler = Collect()
+    client_log = logging.getLogger("kafka")
+    level, propagate = client_log.level, client_log.propagate
+    if client_log.getEffectiveLevel() > logging.WARNING:
+        # Logging configured quieter: hear the client's warnings, still print none of them.
+        client_log.setLevel(logging.WARNING)
+        client_log.propagate = False
+    client_log.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        client_log.removeHandler(handler)
+        client_log.setLevel(level)
+        client_log.propagate = propagate

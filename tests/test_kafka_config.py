@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.kafka_config import UnsupportedKafkaOption, client_config_from_kafka_options
+from streaming.kafka_config import UnsupportedKafkaOption, client_config_from_kafka_options, redact, secret_values
 
 
 def test_sasl_plain_and_scram_credentials():
@@ -73,3 +73,17 @@ def test_what_kafka_python_cannot_do_is_refused_without_leaking_secrets(options)
     with pytest.raises(UnsupportedKafkaOption) as refused:
         client_config_from_kafka_options(options)
     assert "hunter2" not in str(refused.value)
+
+
+def test_secret_values_cover_passwords_inside_and_outside_the_jaas_config():
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="monitor" '
+            'password="p\\"w;d=1" tokenauth=true;')
+    options = {"kafka.sasl.jaas.config": jaas, "kafka.ssl.truststore.password": "trust-pw",
+               "kafka.ssl.key.password": "key-pw", "kafka.ssl.truststore.location": "/etc/kafka/ca.pem",
+               "kafka.security.protocol": "SASL_SSL"}
+    found = secret_values(options)
+    assert jaas in found and "trust-pw" in found and "key-pw" in found and 'p\\"w;d=1' in found
+    assert "monitor" not in found and "/etc/kafka/ca.pem" not in found and "SASL_SSL" not in found
+    message = f"failed with {jaas} and key-pw at /etc/kafka/ca.pem"
+    assert redact(message, found) == "failed with *** and *** at /etc/kafka/ca.pem"
+    assert redact("password=p\\\"w;d=1 seen", found) == "password=*** seen"
