@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # KAFKA_VERSION=3.9.2 make test runs the same suite against a 3.x broker.
 export KAFKA_VERSION
 
-.PHONY: setup jars prometheus wheel test test-fast lint run screenshot bench bench-job fuzz kafka-up kafka-down clean
+.PHONY: setup jars prometheus wheel test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
 
 setup: $(STAMP) jars prometheus
 
@@ -63,6 +63,11 @@ bench: setup
 # (docs/benchmarks.md); about 30 minutes, not part of make test.
 bench-job: setup
 	$(PY) -m benchmarks.job_bench $(BENCH_ARGS)
+
+# The job for 30 minutes against churning groups and commit load; RSS at the start and the end
+# (benchmarks/soak.py). SOAK_ARGS="--minutes 10" shortens it. Not part of make test.
+bench-soak: setup
+	$(PY) -m benchmarks.soak $(SOAK_ARGS)
 
 fuzz: setup
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/test_decoders_properties.py

@@ -1,0 +1,231 @@
+"""``make bench-soak``: the job for a long run against churning groups and commit load; does memory stay flat?
+
+A local broker (or ``--bootstrap-server``), the real job in this process on local[2], and:
+
+* churning groups: in each, a steady member stays while a second one joins and leaves in a
+  loop (real kafka-python members in their own processes), so every cycle is two rebalances;
+* commit load: ``--commit-groups`` memberless groups commit ever higher offsets on
+  ``--partitions`` partitions at about ``--commit-rate`` commit records per second, all of
+  them kept live (none expires).
+
+RSS of the driver JVM, this Python process and Spark's Python workers is printed when the load
+starts, after ``--warmup-minutes`` (the start of the measured run: the JVM grows its heap and
+Spark starts its Python workers in the first minutes), every ``--sample-seconds`` and at the
+end, beside the groups the job exports and the rebalances it counted. Not a test: it prints
+figures, it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks.job_bench import _rss_bytes
+from streaming.job import Monitor, spark_session
+from streaming.options import parse_args
+from testbed.broker import LocalKafka
+from testbed.workload import Admin, Member, wait_until
+
+MIB = 1 << 20
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (by parent id: a JVM forks from threads other than its main one)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], list(parents.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(parents.get(child, []))
+    return found
+
+
+def memory() -> dict[str, float]:
+    """RSS in MiB: the driver JVM (Spark's SparkSubmit child), this process, Spark's Python workers."""
+    jvm = [p for p in _descendants(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in _cmdline(p)]
+    workers = [p for j in jvm for p in _descendants(j) if "pyspark" in _cmdline(p)]
+    return {"driver_jvm": sum(_rss_bytes(p) for p in jvm) / MIB, "python": _rss_bytes(os.getpid()) / MIB,
+            "python_workers": sum(_rss_bytes(p) for p in workers) / MIB}
+
+
+def job_figures(monitor: Monitor) -> dict[str, float]:
+    text = urllib.request.urlopen(monitor.metrics_url, timeout=30).read().decode()
+    figures = {"groups": 0.0, "rebalances": 0.0, "series": 0.0, "batches": 0.0, "input_lag_records": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "rebalance_monitor_groups":
+                figures["groups"] = sample.value
+            elif sample.name == "kafka_consumergroup_rebalances_total":
+                figures["rebalances"] += sample.value
+            elif sample.name == "rebalance_monitor_series":
+                figures["series"] = sample.value
+            elif sample.name == "rebalance_monitor_batch_duration_seconds_count":
+                figures["batches"] = sample.value
+            elif sample.name == "rebalance_monitor_input_lag_records":
+                figures["input_lag_records"] = sample.value
+    return figures
+
+
+class Churn(threading.Thread):
+    """One group: a member that stays, a second that joins and leaves until stopped."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, stop: threading.Event) -> None:
+        super().__init__(daemon=True, name=f"churn-{group}")
+        self.bootstrap, self.group, self.topic, self.stop_event = bootstrap, group, topic, stop
+        self.cycles = 0
+
+    def run(self) -> None:
+        steady = Member(self.bootstrap, self.group, [self.topic], f"{self.group}-steady").start()
+        try:
+            while not self.stop_event.is_set():
+                visitor = Member(self.bootstrap, self.group, [self.topic], f"{self.group}-visitor").start()
+                try:
+                    wait_until(lambda m=visitor: m.joined or self.stop_event.is_set(), 120, "the visitor to join")
+                    self.stop_event.wait(5)
+                finally:
+                    visitor.leave()
+                self.cycles += 1
+                self.stop_event.wait(5)
+        finally:
+            steady.leave()
+
+
+class Committer(threading.Thread):
+    """Memberless groups committing ever higher offsets at about ``rate`` commit records per second."""
+
+    def __init__(self, bootstrap: str, groups: list[str], topic: str, partitions: int, rate: float,
+                 stop: threading.Event) -> None:
+        super().__init__(daemon=True, name="committer")
+        self.bootstrap, self.groups, self.topic, self.partitions = bootstrap, groups, topic, partitions
+        self.rate, self.stop_event, self.records = rate, stop, 0
+
+    def run(self) -> None:
+        consumers = [KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=g, enable_auto_commit=False)
+                     for g in self.groups]
+        started, offset = time.monotonic(), 0
+        try:
+            while not self.stop_event.is_set():
+                offset += 1
+                for consumer in consumers:
+                    consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(offset, "", -1)
+                                     for p in range(self.partitions)})
+                    self.records += self.partitions
+                ahead = self.records / self.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    self.stop_event.wait(ahead)
+        finally:
+            for consumer in consumers:
+                consumer.close()
+
+
+def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, float], churn: int,
+         commits: int) -> str:
+    return (f"{label:>6} t={elapsed / 60:5.1f}min driver_jvm={mem['driver_jvm']:7.1f}MiB "
+            f"python={mem['python']:7.1f}MiB python_workers={mem['python_workers']:7.1f}MiB "
+            f"groups={figures['groups']:.0f} series={figures['series']:.0f} rebalances={figures['rebalances']:.0f} "
+            f"batches={figures['batches']:.0f} input_lag={figures['input_lag_records']:.0f} "
+            f"churn_cycles={churn} commit_records={commits}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30)
+    parser.add_argument("--bootstrap-server", default=None, help="use this cluster instead of a local broker")
+    parser.add_argument("--churn-groups", type=int, default=3)
+    parser.add_argument("--commit-groups", type=int, default=20)
+    parser.add_argument("--partitions", type=int, default=10)
+    parser.add_argument("--commit-rate", type=float, default=1000, help="commit records per second")
+    parser.add_argument("--sample-seconds", type=float, default=60)
+    parser.add_argument("--warmup-minutes", type=float, default=2)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
+        workdir = Path(tmp)
+        broker = None
+        bootstrap = args.bootstrap_server
+        if bootstrap is None:
+            broker = LocalKafka(workdir / "kafka")
+            print(f"broker {broker.version} ready in {broker.start():.1f}s", flush=True)
+            bootstrap = broker.bootstrap
+        admin = Admin(bootstrap)
+        topic = f"soak-{int(time.time())}"
+        admin.create_topic(topic, args.partitions)
+        options = parse_args(["--bootstrap-server", bootstrap, "--checkpoint-dir", str(workdir / "checkpoint"),
+                              "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--trigger-seconds", "5",
+                              "--master", "local[2]", "--expiry-sweep-seconds", "60"])
+        spark = spark_session(options, {"spark.ui.enabled": "false", "spark.driver.memory": "1g"})
+        stop = threading.Event()
+        workers: list[threading.Thread] = [Churn(bootstrap, f"soak-churn-{i}", topic, stop)
+                                           for i in range(args.churn_groups)]
+        committer = Committer(bootstrap, [f"soak-commit-{i}" for i in range(args.commit_groups)], topic,
+                              args.partitions, args.commit_rate, stop)
+        monitor = Monitor(spark, options).start()
+        try:
+            wait_until(lambda: job_figures(monitor)["batches"] > 0 or monitor.query.exception() is not None, 300,
+                       "the first batch")
+            for worker in [*workers, committer]:
+                worker.start()
+            wait_until(lambda: job_figures(monitor)["groups"] >= args.churn_groups + args.commit_groups, 300,
+                       "every group exported")
+            loaded = time.monotonic()
+            print(line("load", 0, memory(), job_figures(monitor), 0, committer.records), flush=True)
+            time.sleep(args.warmup_minutes * 60)
+            started = time.monotonic()
+            first_mem = memory()
+            cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
+            print(line("start", started - loaded, first_mem, job_figures(monitor), cycles, committer.records),
+                  flush=True)
+            deadline = started + args.minutes * 60
+            while time.monotonic() < deadline and monitor.query.exception() is None:
+                time.sleep(min(args.sample_seconds, max(0.0, deadline - time.monotonic())))
+                cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
+                print(line("sample", time.monotonic() - loaded, memory(), job_figures(monitor), cycles,
+                           committer.records), flush=True)
+            last_mem, last = memory(), job_figures(monitor)
+            cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
+            print(line("end", time.monotonic() - loaded, last_mem, last, cycles, committer.records), flush=True)
+            print(f"RSS over {(time.monotonic() - started) / 60:.1f} min after the warm-up, start -> end: " + ", ".join(
+                f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} MiB ({last_mem[k] - first_mem[k]:+.0f})"
+                for k in first_mem), flush=True)
+            if monitor.query.exception() is not None:
+                print(f"the query failed: {monitor.query.exception()}", flush=True)
+        finally:
+            stop.set()
+            for worker in [*workers, committer]:
+                if worker.is_alive():
+                    worker.join(60)
+            monitor.stop()
+            spark.stop()
+            admin.close()
+            if broker is not None:
+                broker.stop()
+
+
+if __name__ == "__main__":
+    main()
