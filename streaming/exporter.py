@@ -37,7 +37,8 @@ G, C = "gauge", "counter"
 GROUP_FAMILIES = (
     Family("kafka_consumergroup_generation", G, "Classic group generation, or KIP-848 group epoch."),
     Family("kafka_consumergroup_rebalances_total", C,
-           "Rebalances seen: generation (classic) or target assignment epoch (KIP-848) changes."),
+           "Rebalances: completed assignments with a member whose generation (classic) or target assignment "
+           "epoch (KIP-848) changed. Group creation is a baseline; going Empty and re-creation are counted apart."),
     Family("kafka_consumergroup_last_rebalance_timestamp_seconds", G, "Time of the group's last rebalance."),
     Family("kafka_consumergroup_members", G, "Members in the group."),
     Family("kafka_consumergroup_info", G,
