@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from decoders.core import decode
 from decoders.reader import java_string
 from decoders.records import OFFSET_COMMIT_TYPES, DecodeError, Record
+from decoders.schemas import INT32, KEY_LAYOUTS, STRING, VALUE_LAYOUTS
 
 SCHEMA = pa.schema([
     ("record_type", pa.int16()),
@@ -172,9 +173,13 @@ class _Fast:
         """Tile ``rows``: where ``ok`` the string at ``start``; elsewhere empty at the row's start."""
         if not ok.all():
             start, length = np.where(ok, start, row_start), np.where(ok, length, 0)
-        tiling = self.tilings[name]
-        tiling[2 * rows.start:2 * rows.stop:2] = start
-        tiling[2 * rows.start + 1:2 * rows.stop + 1:2] = start + length
+        _tile(self.tilings[name], rows, start, length)
+
+
+def _tile(tiling: np.ndarray, rows: slice, start: np.ndarray, length: np.ndarray) -> None:
+    """Write the slices of ``rows`` (and the gaps after them) into a ``_strings`` tiling."""
+    tiling[2 * rows.start:2 * rows.stop:2] = start
+    tiling[2 * rows.start + 1:2 * rows.stop + 1:2] = start + length
 
 
 def _scan(keys: _Column, values: _Column, rows: slice, out: _Fast) -> None:
@@ -252,7 +257,7 @@ def _fast_offsets(keys: _Column, values: _Column) -> tuple[_Fast, dict[str, pa.A
     out = _Fast(n, np.promote_types(keys.start.dtype, values.start.dtype).type)
     for lo in range(0, n, _CHUNK):
         _scan(keys, values, slice(lo, min(lo + _CHUNK, n)), out)
-    every_other = pa.array(np.arange(0, 2 * n, 2, dtype=np.int32 if n < 1 << 30 else np.int64))
+    every_other = _every_other(n)
     for tiling in out.tilings.values():
         tiling[-1] = tiling[-2] if n else 0
     strings = {
@@ -262,12 +267,145 @@ def _fast_offsets(keys: _Column, values: _Column) -> tuple[_Fast, dict[str, pa.A
     }
     return out, strings
 
+# Reasons the vectorised checks settle: ``Triage.code`` holds index + 1 (0: nothing found wrong).
+TRIAGE_REASONS = ("null_key", "truncated_key", "malformed_key", "unknown_record_type",
+                  "truncated_value", "unknown_value_version")
+_NULL_KEY, _TRUNCATED_KEY, _MALFORMED_KEY, _UNKNOWN_TYPE, _TRUNCATED_VALUE, _UNKNOWN_VERSION = range(1, 7)
+_KEY_STRING, _KEY_INT32 = 1, 2
+
+
+def _key_fields() -> np.ndarray:
+    """``[field index, record type]`` -> 0 (no such field), ``_KEY_STRING`` or ``_KEY_INT32``, from KEY_LAYOUTS.
+
+    Keys are classic structs of strings and int32s whose first field is the group, which is
+    all the vectorised key check reads; a layout outside that would need the scalar reader.
+    """
+    width = max(len(layout.struct.fields) for layout in KEY_LAYOUTS.values())
+    table = np.zeros((width, max(KEY_LAYOUTS) + 1), np.int8)
+    for record_type, layout in KEY_LAYOUTS.items():
+        fields = layout.struct.fields
+        if record_type < 0 or layout.flexible or layout.struct.tagged or fields[0].type is not STRING:
+            raise AssertionError(f"key layout of type {record_type} is outside what triage reads")
+        for i, field in enumerate(fields):
+            table[i, record_type] = {STRING: _KEY_STRING, INT32: _KEY_INT32}[field.type]
+    return table
+
+
+def _value_versions() -> np.ndarray:
+    """``[record type, version]`` -> whether VALUE_LAYOUTS has a layout for it."""
+    table = np.zeros((max(KEY_LAYOUTS) + 1, max(max(v) for v in VALUE_LAYOUTS.values()) + 1), bool)
+    for record_type, versions in VALUE_LAYOUTS.items():
+        table[record_type, [v for v in versions if v >= 0]] = True
+    return table
+
+
+_KEY_FIELDS = _key_fields()
+_VALUE_VERSIONS = _value_versions()
+
+
+@dataclass
+class Triage:
+    """What the vectorised checks say about every row, before any per-record work.
+
+    They are the first checks ``decode`` makes, made the same way, so where ``code`` is not 0
+    the reason ``TRIAGE_REASONS[code - 1]`` is exactly the one ``decode`` gives. Where it is 0 the
+    key reads and the value is null or has a known version; only its body remains to be read.
+    """
+
+    typed: np.ndarray  # bool: the key has its 2-byte record type
+    record_type: np.ndarray  # int16, meaningful where typed
+    code: np.ndarray  # int8
+    group: pa.Array  # the key's group where the key reads, else null
+
+    def reasons(self, rows: np.ndarray) -> np.ndarray:
+        """The reason of each of ``rows`` (object array, None where code is 0)."""
+        return _REASON_OF_CODE[self.code[rows]]
+
+
+_REASON_OF_CODE = np.array((None, *TRIAGE_REASONS), object)
+
+
+def triage(keys: BinaryColumn, values: BinaryColumn) -> Triage:
+    """Settle, vectorised, every row whose key or value version alone makes it undecodable."""
+    return _triage(_view(_as_binary(keys)), _view(_as_binary(values)))
+
+
+def _triage(keys: _Column, values: _Column) -> Triage:
+    typed = keys.valid & (keys.length >= 2)
+    record_type = keys.be(keys.start, ">i2", typed)
+    code = np.where(keys.valid, np.where(typed, 0, _TRUNCATED_KEY), _NULL_KEY).astype(np.int8)
+    known = typed & (record_type >= 0) & (record_type < _KEY_FIELDS.shape[1])
+    table_type = np.where(known, record_type, 0)
+    known &= _KEY_FIELDS[0, table_type] != 0
+    code[typed & ~known] = _UNKNOWN_TYPE
+
+    # the key's fields in order, as the reader takes them: a string's length, then its bytes
+    end, pos, live = keys.start + keys.length, keys.start + 2, known
+    group_start, group_len = pos, np.zeros_like(pos)
+    for i, kinds in enumerate(_KEY_FIELDS):
+        kind = kinds[table_type]
+        ints, strings = live & (kind == _KEY_INT32), live & (kind == _KEY_STRING)
+        has_length = strings & (pos + 2 <= end)
+        length = keys.be(pos, ">i2", has_length)
+        malformed = has_length & (length < 0)  # a null in a non-nullable string
+        width = np.where(strings, 2 + np.where(has_length, length, 0), 4)
+        truncated = (ints | strings) & ~malformed & (pos + width > end)
+        code[truncated] = _TRUNCATED_KEY
+        code[malformed] = _MALFORMED_KEY
+        live = live & ~truncated & ~malformed
+        if i == 0:
+            group_start, group_len = pos + 2, length
+        pos = np.where(live & (ints | strings), pos + width, pos)
+
+    # the value: an int16 version the record type knows (a null value is a tombstone)
+    has_version = live & values.valid
+    short = has_version & (values.length < 2)
+    code[short] = _TRUNCATED_VALUE
+    has_version &= ~short
+    version = values.be(values.start, ">i2", has_version)
+    in_table = has_version & (version >= 0) & (version < _VALUE_VERSIONS.shape[1])
+    known_version = in_table.copy()
+    known_version[in_table] = _VALUE_VERSIONS[record_type[in_table], version[in_table]]
+    code[has_version & ~known_version] = _UNKNOWN_VERSION
+
+    n = len(code)
+    tiling = np.zeros(2 * n + 1, keys.start.dtype)
+    _tile(tiling, slice(0, n), np.where(live, group_start, keys.start), np.where(live, group_len, 0))
+    tiling[-1] = tiling[-2] if n else 0
+    group = _strings(keys, live, tiling, _every_other(n))
+    return Triage(typed, record_type.astype(np.int16), code, group)
+
+
+def _every_other(n: int) -> pa.Array:
+    """0, 2, 4, ... 2n-2: the indices ``_strings`` takes from a tiling of n rows."""
+    return pa.array(np.arange(0, 2 * n, 2, dtype=np.int32 if n < 1 << 30 else np.int64))
+
 
 def _slice(column: _Column, row: int) -> bytes | None:
     if not column.valid[row]:
         return None
     start = column.start[row]
     return column.data[start:start + column.length[row]].tobytes()
+
+
+def _put_settled(fast: _Fast, present: dict[str, np.ndarray], strings: dict[str, pa.Array], checked: Triage,
+                 rows: np.ndarray) -> None:
+    """Fill the rows triage settled as ``row_of`` fills a ``DecodeError``: record type when the key
+    had one, group when the key read (a value error), the reason; nothing else."""
+    if rows.size == 0:
+        return
+    n = len(checked.code)
+    for name in _NUMERIC_COLUMNS:
+        present[name][rows] = False
+    present["record_type"][rows] = checked.typed[rows]
+    fast.numeric["record_type"][rows] = checked.record_type[rows]
+    settled = np.zeros(n, bool)
+    settled[rows] = True
+    code = pa.array(np.where(settled, checked.code - 1, 0).astype(np.int8), mask=~settled)
+    strings["error"] = pc.if_else(settled, pa.array(TRIAGE_REASONS).take(code), strings["error"])
+    value_error = settled & (checked.code >= _TRUNCATED_VALUE)
+    if value_error.any():
+        strings["group"] = pc.if_else(value_error, checked.group, strings["group"])
 
 
 def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
@@ -286,6 +424,11 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
 
     present = fast.present()
     slow_rows = np.flatnonzero(~fast.done)
+    if slow_rows.size:  # first what the vectorised checks settle, then the rest one by one
+        checked = _triage(key_col, value_col)
+        settled = slow_rows[checked.code[slow_rows] != 0]
+        slow_rows = slow_rows[checked.code[slow_rows] == 0]
+        _put_settled(fast, present, strings, checked, settled)
     if slow_rows.size:
         fallback = [row_of(decode(_slice(key_col, row), _slice(value_col, row)))
                     for row in slow_rows.tolist()]
@@ -294,7 +437,9 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
             has = np.fromiter((value is not None for value in got), bool, len(got))
             fast.numeric[name][slow_rows[has]] = [value for value in got if value is not None]
             present[name][slow_rows] = has
-        mask = pa.array(~fast.done)
+        slow = np.zeros(len(key_array), bool)
+        slow[slow_rows] = True
+        mask = pa.array(slow)
         for name in _STRING_COLUMNS:
             strings[name] = pc.replace_with_mask(strings[name], mask,
                                                  pa.array([row.get(name) for row in fallback], pa.string()))

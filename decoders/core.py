@@ -26,7 +26,7 @@ class _BadValue(Exception):
         self.reason, self.detail = reason, detail
 
 
-def _decode_value(value: bytes, record_type: int) -> tuple[int, Struct]:
+def _decode_value(value: bytes, record_type: int, payloads: bool) -> tuple[int, Struct]:
     """``(version, body)`` of a value; the first layout of its version that fits wins."""
     if len(value) < 2:
         raise _BadValue("truncated_value", f"value has {len(value)} bytes, too short for its int16 version")
@@ -41,7 +41,7 @@ def _decode_value(value: bytes, record_type: int) -> tuple[int, Struct]:
         except ReadError as exc:
             errors.append(exc)
             continue
-        if record_type == GROUP_METADATA_TYPE:
+        if payloads and record_type == GROUP_METADATA_TYPE:
             body = with_decoded_members(body)
         return version, body
     if len(layouts) == 1:
@@ -54,7 +54,7 @@ def _decode_value(value: bytes, record_type: int) -> tuple[int, Struct]:
     raise _BadValue(f"{kind}_value", detail)
 
 
-def _decode(key: BytesLike | None, value: BytesLike | None) -> Record | DecodeError:
+def _decode(key: BytesLike | None, value: BytesLike | None, payloads: bool) -> Record | DecodeError:
     value = None if value is None else bytes(value)
     if key is None:
         return DecodeError("null_key", "record has no key", None, value)
@@ -75,16 +75,22 @@ def _decode(key: BytesLike | None, value: BytesLike | None) -> Record | DecodeEr
     if value is None:
         return Record(record_type, key_struct, None, None)
     try:
-        version, body = _decode_value(value, record_type)
+        version, body = _decode_value(value, record_type, payloads)
     except _BadValue as bad:
         return DecodeError(bad.reason, bad.detail, key, value, record_type, _group_of(key_struct))
     return Record(record_type, key_struct, version, body)
 
 
-def decode(key: BytesLike | None, value: BytesLike | None) -> Record | DecodeError:
-    """Decode one record. Never raises: anything unreadable comes back as a ``DecodeError``."""
+def decode(key: BytesLike | None, value: BytesLike | None, *, payloads: bool = True) -> Record | DecodeError:
+    """Decode one record. Never raises: anything unreadable comes back as a ``DecodeError``.
+
+    ``payloads=False`` leaves classic members' consumer-protocol payloads raw (no
+    ``decodedSubscription``/``decodedAssignment``/``payloadError``). Such a payload never fails a
+    record, so the outcome (record or error, and the reason) is the same, at a fraction of the
+    cost for a large group: enough to check a record that is decoded in full elsewhere.
+    """
     try:
-        return _decode(key, value)
+        return _decode(key, value, payloads)
     except Exception as exc:  # a decoder bug must not stop a stream; keep the bytes and say why
         raw_key = bytes(key) if isinstance(key, bytes | bytearray | memoryview) else None
         raw_value = bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None

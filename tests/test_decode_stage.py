@@ -33,28 +33,34 @@ def test_commits_are_reduced_to_the_latest_per_partition_within_the_task():
 
 
 def test_group_records_travel_raw_and_bad_records_are_counted_and_kept():
+    """Bad records, group values included, are settled in the task: the driver only folds valid ones."""
     records = [generation("g", 1, {"m1": {"t": [0, 1]}}), commit("g", "t", 0, 3),
                (b"\x00\x63garbage", b"x"),               # unknown record type
                (b"\x00\x01\x00", b"\x00\x03"),           # offset-commit key cut short
-               (generation("g", 2, {})[0], b"\x00\x03\xff"),  # a group key with a broken value: the driver finds out
+               (generation("g", 2, {})[0], b"\x00\x03\xff"),  # a group key with a value cut short
+               (generation("g", 3, {})[0], b"\x00\x09"),      # a group value version nobody wrote
                (None, b"orphan")]                        # no key at all
     out = run_task(kafka_batch(records, partition=7, first_offset=100))
     group_rows = rows(out, OutputKind.GROUP_RECORD)
     assert [(r["group"], r["record_type"], r["kafka_partition"], r["kafka_offset"]) for r in group_rows] == [
-        ("g", 2, 7, 100), ("g", 2, 7, 104)]
+        ("g", 2, 7, 100)]
     assert group_rows[0]["raw_value"] == records[0][1]
     errors = {r["error"]: r["count"] for r in rows(out, OutputKind.ERROR_COUNT)}
-    assert errors == {"unknown_record_type": 1, "truncated_key": 1, "null_key": 1}
+    assert errors == {"unknown_record_type": 1, "truncated_key": 1, "null_key": 1, "truncated_value": 1,
+                      "unknown_value_version": 1}
+    assert {r["record_type"]: r["count"] for r in rows(out, OutputKind.RECORD_COUNT)} == {1: 1, 2: 1}
     letters = rows(out, OutputKind.DEAD_LETTER)
     assert sorted((r["kafka_offset"], r["error"]) for r in letters) == [
-        (102, "unknown_record_type"), (103, "truncated_key"), (105, "null_key")]
+        (102, "unknown_record_type"), (103, "truncated_key"), (104, "truncated_value"),
+        (105, "unknown_value_version"), (106, "null_key")]
+    assert {r["kafka_offset"]: r["raw_value"] for r in letters}[104] == b"\x00\x03\xff"
     assert {r["kafka_offset"]: r["raw_key"] for r in letters}[102] == b"\x00\x63garbage"
 
     batch = BatchInput.from_arrow(out)
     stage = GroupStage()
     result = stage.apply(batch)
-    assert result.errors == {"truncated_value": 1}  # the broken group value, decoded on the driver
-    assert sorted(d.kafka_offset for d in result.dead_letters) == [102, 103, 104, 105]
+    assert not result.errors  # nothing left for the driver to find
+    assert sorted(d.kafka_offset for d in result.dead_letters) == [102, 103, 104, 105, 106]
     assert stage.snapshots["g"].classic.generation == 1
     assert stage.offsets["g"].offsets == {("t", 0): CommittedOffset(3, 1_700_000_000_000)}
 
