@@ -119,6 +119,7 @@ class KafkaAccessError(RuntimeError):
 
 
 _SECRET_SETTINGS = ("sasl_plain_password", "ssl_password")
+_CLOSED_LOGINS = 3  # connections closed by the broker mid-login before that counts as a refusal
 _SECRET_OPTION = re.compile(r"password|secret|jaas|token", re.IGNORECASE)
 
 
@@ -174,7 +175,7 @@ def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic
         finally:
             admin.close()
         return True
-    cause = _refusal(seen)
+    cause = _refusal(seen, str(client_config.get("security_protocol", "")).upper().startswith("SASL"))
     if cause is not None:
         raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers} refused the job's settings: {cause}", secrets))
     log.warning("no broker at %s answered within %.0fs; the job starts and keeps retrying", bootstrap_servers,
@@ -182,7 +183,7 @@ def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic
     return False
 
 
-def _refusal(errors: list[BaseException]) -> str | None:
+def _refusal(errors: list[BaseException], sasl: bool) -> str | None:
     """What in the client's errors says the settings are wrong rather than the brokers away."""
     from kafka import errors as Errors
 
@@ -194,6 +195,15 @@ def _refusal(errors: list[BaseException]) -> str | None:
         if isinstance(exc, ssl.SSLError):
             return (f"TLS handshake failed: {exc}; check kafka.ssl.truststore.location (the CA that signed "
                     "the brokers' certificates) and kafka.ssl.endpoint.identification.algorithm")
+    connection_errors = list({id(exc): exc for exc in errors if isinstance(exc, Errors.KafkaConnectionError)}.values())
+    if (sasl and len(connection_errors) >= _CLOSED_LOGINS
+            and all("socket disconnected" in str(exc) for exc in connection_errors)):
+        # The broker answers a refused login and closes the connection; kafka-python often takes
+        # the close before the answer (seen on every attempt of a run under load). A broker that
+        # is down refuses the connection instead, and one that accepts the login keeps it open.
+        return (f"authentication failed (SASL): the broker closed all {len(connection_errors)} connections "
+                "during the login, as it does after refusing credentials; check kafka.sasl.jaas.config and "
+                "kafka.sasl.mechanism")
     return None
 
 

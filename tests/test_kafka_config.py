@@ -87,3 +87,18 @@ def test_secret_values_cover_passwords_inside_and_outside_the_jaas_config():
     message = f"failed with {jaas} and key-pw at /etc/kafka/ca.pem"
     assert redact(message, found) == "failed with *** and *** at /etc/kafka/ca.pem"
     assert redact("password=p\\\"w;d=1 seen", found) == "password=*** seen"
+
+
+def test_a_broker_closing_every_login_counts_as_refused_credentials():
+    """kafka-python often takes the broker's close after a refused SCRAM login before the refusal itself
+    (every attempt of one run under load): only disconnections mid-login, several, on SASL, count."""
+    from kafka import errors as Errors
+
+    from streaming.kafka_config import _refusal
+
+    closed = [Errors.KafkaConnectionError("socket disconnected") for _ in range(3)]
+    assert "authentication failed" in (_refusal(closed, sasl=True) or "")
+    assert _refusal(closed, sasl=False) is None
+    assert _refusal(closed[:2], sasl=True) is None
+    assert _refusal([*closed, Errors.KafkaConnectionError("Connection refused")], sasl=True) is None
+    assert _refusal([closed[0]] * 3, sasl=True) is None  # one failure logged three times is one attempt
