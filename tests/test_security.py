@@ -7,6 +7,7 @@ module's own, with a throwaway CA and SCRAM users made by Kafka's storage tool.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import signal
@@ -90,7 +91,9 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
                                                str(pki.cert_pem), "--metrics-tls-key", str(pki.key_pem),
                                                "--metrics-basic-auth-file", str(credentials)),
                                    cwd=workdir, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        started = time.monotonic()
         url = wait_for_url(job, output)
+        print(f"\nSASL_SSL job serving after {time.monotonic() - started:.1f}s")
         assert url.startswith("https://127.0.0.1:")
         context = ssl.create_default_context(cafile=str(pki.ca_pem))
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -121,11 +124,13 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
         wait_until(lambda s: found(s, "kafka_consumergroup_members", group="secured-group") == [1.0] and {
             p: found(s, "kafka_consumergroup_lag", group="secured-committer", partition=str(p)) for p in (0, 1)
         } == expected_lag, "group and lag series")
+        print(f"group and exact lag series after {time.monotonic() - started:.1f}s")
         # A second member: a rebalance, so the event log has a row to check for secrets too.
         members.extend(start_members([Member(secure_broker.bootstrap, "secured-group", ["secured-orders"], "c2")]))
         text, samples = wait_until(
             lambda s: found(s, "kafka_consumergroup_members", group="secured-group") == [2.0]
             and found(s, "kafka_consumergroup_rebalances_total", group="secured-group") >= [1.0], "a rebalance")
+        print(f"second member's rebalance after {time.monotonic() - started:.1f}s")
         # Both clients got in: Spark's source (group records decoded) and the poller (log ends).
         assert found(samples, "kafka_consumergroup_generation", group="secured-group")[0] >= 1
         assert found(samples, "kafka_topic_partition_log_end_offset", topic="secured-orders", partition="0") == [
@@ -146,6 +151,8 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
     assert any("/events/" in str(path) for path in outputs), "no event log file to check"
     outputs.pop(credentials)  # holds the scrape password's hash by design, never the password
     assert not leaks(outputs, PASSWORD, SCRAPE_PASSWORD), leaks(outputs, PASSWORD, SCRAPE_PASSWORD)
+    print(f"no secret in {len(outputs)} files, {sum(map(len, outputs.values()))} bytes "
+          f"({len(log_text.splitlines())} lines of job output)")
 
 
 def wait_for_url(job: subprocess.Popen[bytes], output: Path) -> str:
@@ -164,16 +171,24 @@ def wait_for_url(job: subprocess.Popen[bytes], output: Path) -> str:
 def test_wrong_password_fails_fast_naming_authentication(secure_broker: LocalKafka, tmp_path: Path) -> None:
     """A refused login stops the job before Spark starts, with the cause named and no secret shown."""
     wrong = f"wrong-{secrets.token_urlsafe(18)}"
+    output = tmp_path / "job-output.log"
     started = time.monotonic()
-    result = subprocess.run(job_command(secure_broker, tmp_path, wrong), cwd=tmp_path, capture_output=True,
-                            timeout=WRONG_PASSWORD_BOUND_S)
+    with output.open("wb") as sink:
+        job = subprocess.Popen(job_command(secure_broker, tmp_path, wrong), cwd=tmp_path, stdout=sink,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        job.wait(WRONG_PASSWORD_BOUND_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+        pytest.fail(f"still running after {WRONG_PASSWORD_BOUND_S}s:\n{output.read_text(errors='replace')[-4000:]}")
     seconds = time.monotonic() - started
-    message = (result.stdout + result.stderr).decode(errors="replace")
-    (tmp_path / "job-output.log").write_text(message)  # for a failure's post-mortem
-    print(f"wrong password: exit {result.returncode} after {seconds:.1f}s")
-    assert result.returncode != 0
+    raw = output.read_bytes()
+    message = raw.decode(errors="replace")
+    print(f"wrong password: exit {job.returncode} after {seconds:.1f}s")
+    assert job.returncode != 0
     assert seconds < WRONG_PASSWORD_BOUND_S
     last = message.strip().splitlines()[-1]
     assert last.startswith("rebalance-monitor: Kafka at ") and "authentication failed" in last, last
-    assert not leaks({"stdout+stderr": result.stdout + result.stderr}, wrong, PASSWORD)
+    assert not leaks({"stdout+stderr": raw}, wrong, PASSWORD)
     assert not (tmp_path / "checkpoint").exists()  # refused before anything was set up
