@@ -6,7 +6,9 @@ string lengths and the fixed-width fields of every row at once (value versions 0
 side, positions chosen per row), and the string columns are cut out of the original data
 buffers by Arrow itself (see ``_strings``). Rows the fast path does not fully understand
 (other record types, tagged fields other than a lone topic id, multi-byte varints, anything
-short or odd) go through the scalar ``decode``, so both paths agree on every input.
+short or odd) first meet ``triage``, which settles vectorised what the key, the value's version
+or the value's leading fields make undecodable (most hostile input), walking the same layout
+tables; only what it leaves goes through the scalar ``decode``, so both paths agree on every input.
 """
 
 from __future__ import annotations
@@ -21,7 +23,22 @@ import pyarrow.compute as pc
 from decoders.core import decode
 from decoders.reader import java_string
 from decoders.records import OFFSET_COMMIT_TYPES, DecodeError, Record
-from decoders.schemas import INT32, KEY_LAYOUTS, STRING, VALUE_LAYOUTS
+from decoders.schemas import (
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    KEY_LAYOUTS,
+    NULLABLE_BYTES,
+    NULLABLE_STRING,
+    STRING,
+    UINT16,
+    UUID,
+    VALUE_LAYOUTS,
+    Array,
+    Layout,
+)
 
 SCHEMA = pa.schema([
     ("record_type", pa.int16()),
@@ -269,8 +286,12 @@ def _fast_offsets(keys: _Column, values: _Column) -> tuple[_Fast, dict[str, pa.A
 
 # Reasons the vectorised checks settle: ``Triage.code`` holds index + 1 (0: nothing found wrong).
 TRIAGE_REASONS = ("null_key", "truncated_key", "malformed_key", "unknown_record_type",
-                  "truncated_value", "unknown_value_version")
-_NULL_KEY, _TRUNCATED_KEY, _MALFORMED_KEY, _UNKNOWN_TYPE, _TRUNCATED_VALUE, _UNKNOWN_VERSION = range(1, 7)
+                  "truncated_value", "unknown_value_version", "malformed_value")
+(_NULL_KEY, _TRUNCATED_KEY, _MALFORMED_KEY, _UNKNOWN_TYPE, _TRUNCATED_VALUE, _UNKNOWN_VERSION,
+ _MALFORMED_VALUE) = range(1, 8)
+_WIDTHS = {INT8: 1, INT16: 2, UINT16: 2, INT32: 4, INT64: 8, UUID: 16}
+_LENGTH_PREFIXED = {STRING: False, NULLABLE_STRING: True, BYTES: False, NULLABLE_BYTES: True}  # -> nullable
+_MAX_STRING_LENGTH = 0x7FFF
 _KEY_STRING, _KEY_INT32 = 1, 2
 
 
@@ -309,7 +330,8 @@ class Triage:
 
     They are the first checks ``decode`` makes, made the same way, so where ``code`` is not 0
     the reason ``TRIAGE_REASONS[code - 1]`` is exactly the one ``decode`` gives. Where it is 0 the
-    key reads and the value is null or has a known version; only its body remains to be read.
+    key reads and the value is null, or has a known version and its leading fields read (what
+    follows them, from the first struct or non-empty array on, is left to the scalar reader).
     """
 
     typed: np.ndarray  # bool: the key has its 2-byte record type
@@ -367,6 +389,14 @@ def _triage(keys: _Column, values: _Column) -> Triage:
     known_version = in_table.copy()
     known_version[in_table] = _VALUE_VERSIONS[record_type[in_table], version[in_table]]
     code[has_version & ~known_version] = _UNKNOWN_VERSION
+    body = np.flatnonzero(known_version)
+    if body.size:
+        pair = (record_type[body].astype(np.int64) << 16) | version[body].astype(np.int64)
+        for value_type in np.unique(pair).tolist():
+            layouts = VALUE_LAYOUTS[value_type >> 16][value_type & 0xFFFF]
+            if len(layouts) == 1:  # several: the first that fits wins, which only the scalar reader decides
+                rows = body[pair == value_type]
+                code[rows] = _leading_fields(values, rows, layouts[0])
 
     n = len(code)
     tiling = np.zeros(2 * n + 1, keys.start.dtype)
@@ -374,6 +404,75 @@ def _triage(keys: _Column, values: _Column) -> Triage:
     tiling[-1] = tiling[-2] if n else 0
     group = _strings(keys, live, tiling, _every_other(n))
     return Triage(typed, record_type.astype(np.int16), code, group)
+
+
+def _leading_fields(values: _Column, rows: np.ndarray, layout: Layout) -> np.ndarray:
+    """Read ``layout``'s leading fields of the values at ``rows`` as the scalar reader would.
+
+    Covers fixed-width fields, strings, bytes and array counts (an empty array is read past,
+    a non-empty one ends the walk, as does a struct). Returns per row ``_TRUNCATED_VALUE``,
+    ``_MALFORMED_VALUE`` or 0 (no failure in what was read).
+    """
+    out = np.zeros(rows.size, np.int8)
+    pos, end = values.start[rows] + 2, values.start[rows] + values.length[rows]
+    live = np.ones(rows.size, bool)
+    for field in layout.struct.fields:
+        kind = field.type
+        if kind in _WIDTHS:
+            short = live & (pos + _WIDTHS[kind] > end)
+            out[short] = _TRUNCATED_VALUE
+            live &= ~short
+            pos = pos + _WIDTHS[kind]
+            continue
+        if kind not in _LENGTH_PREFIXED and not isinstance(kind, Array):
+            break
+        if layout.flexible:
+            length, size, truncated, malformed = _varint(values.data, pos, end, live)
+            length -= 1
+        else:
+            size = 2 if kind in (STRING, NULLABLE_STRING) else 4
+            truncated, malformed = live & (pos + size > end), np.zeros(rows.size, bool)
+            length = values.be(pos, ">i2" if size == 2 else ">i4", live & ~truncated).astype(np.int64)
+        out[truncated] = _TRUNCATED_VALUE
+        live &= ~truncated
+        pos = pos + size
+        nullable = kind.nullable if isinstance(kind, Array) else _LENGTH_PREFIXED[kind]
+        malformed |= live & (length < 0) & (not nullable)
+        if kind in (STRING, NULLABLE_STRING):
+            malformed |= live & (length > _MAX_STRING_LENGTH)
+        out[malformed] = _MALFORMED_VALUE
+        live &= ~malformed
+        short = live & (length > end - pos)  # a string's bytes, or more elements than bytes left
+        out[short] = _TRUNCATED_VALUE
+        live &= ~short
+        if isinstance(kind, Array):
+            live &= length <= 0  # elements follow: the rest is the scalar reader's
+        else:
+            pos = pos + np.maximum(length, 0)
+        if not live.any():
+            break
+    return out
+
+
+def _varint(data: np.ndarray, pos: np.ndarray, end: np.ndarray, live: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reader's unsigned varint at ``pos`` where ``live``: value (wrapped to signed 32 bits),
+    its size, and where it runs past ``end`` (truncated) or past 5 bytes (malformed)."""
+    value = np.zeros(pos.size, np.int64)
+    size = np.zeros(pos.size, pos.dtype)
+    truncated = np.zeros(pos.size, bool)
+    going = live.copy()
+    for i in range(5):
+        short = going & (pos + i >= end)
+        truncated |= short
+        going &= ~short
+        byte = np.zeros(pos.size, np.int64)
+        byte[going] = data[pos[going] + i]
+        value |= (byte & 0x7F) << (7 * i)
+        size[going] = i + 1
+        going &= (byte & 0x80) != 0
+    value &= 0xFFFFFFFF
+    return np.where(value & 0x80000000, value - (1 << 32), value), size, truncated, going
 
 
 def _every_other(n: int) -> pa.Array:

@@ -108,8 +108,8 @@ class TaskDecoder:
                     times: pa.Array, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
         """Decode every non-commit record in full here; group records then travel raw to be folded.
 
-        The vectorised triage settles what a key or a value version alone makes undecodable, so
-        only rows with a readable key and a value of known version are decoded one by one, without
+        The vectorised triage settles what a key, a value's version or its leading fields make
+        undecodable, so only rows whose value gets past those are decoded one by one, without
         members' consumer-protocol payloads (which never make a record bad). Group records among
         them are decoded again, in full, on the driver to be folded: that repeats the layout read
         of valid ones only (rare beside commits; ~60 us for a two-member group against ~570 us

@@ -387,3 +387,32 @@ def test_cli_reads_the_live_topic(kafka_broker: Any, admin: Any, unique: str) ->
     assert ours[-1]["value"]["data"]["offset"] == 7
     assert ours[-1]["partition"] == coordinator_partition(group)
     assert all("error" not in line for line in lines), [line for line in lines if "error" in line][:3]
+
+
+def test_triage_settles_bad_records_with_decodes_reason_and_never_a_good_one() -> None:
+    """The vectorised triage on the hostile test's records (every form) and valid ones of every type."""
+    import random
+
+    import pyarrow as pa
+
+    from decoders.batch import triage
+    from tests.test_hostile_input import Pools, hostile_records
+
+    rng = random.Random(5)
+    pools = Pools(rng)
+    records = [(key, value) for key, value, _ in hostile_records(rng, 20_000)]
+    records += [(key, None) for key in pools.commit_keys[:50] + pools.other_keys]
+    records += [(rng.choice(pools.commit_keys), value) for value in pools.commit_values]
+    records += [(rng.choice(pools.group_keys), value) for value in pools.group_values]
+    checked = triage(pa.array([k for k, _ in records], pa.binary()), pa.array([v for _, v in records], pa.binary()))
+    reasons = checked.reasons(list(range(len(records))))
+    settled = 0
+    for (key, value), reason, group in zip(records, reasons, checked.group.to_pylist(), strict=True):
+        result, full = decode(key, value, payloads=False), decode(key, value)
+        assert type(result) is type(full) and getattr(result, "reason", None) == getattr(full, "reason", None)
+        if reason is not None:
+            assert isinstance(result, DecodeError) and result.reason == reason, (key, value, reason)
+            settled += 1
+        if isinstance(result, Record) or result.group is not None:
+            assert group == result.group
+    assert settled > 18_000  # nearly every hostile record without per-record work
