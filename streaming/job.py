@@ -212,6 +212,8 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         # Larger Arrow batches into the decode stage: fewer Python round trips per task.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
         "spark.ui.showConsoleProgress": "false",
+        # Source options shown in plans and the web UI: the JAAS text carries the SASL password.
+        "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
         **(extra_conf or {}),
     }
     for key, value in conf.items():
