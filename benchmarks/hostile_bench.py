@@ -2,9 +2,9 @@
 
 Hostile records come from tests/test_hostile_input.py's own generator (same forms and shares);
 the all-valid records from the job benchmark's W1 shape. Each is cut into Arrow batches of
-10,000 rows (Spark's ``maxRecordsPerBatch``) and run through one decode task (``make_decoder``,
-the executor side) and then the group stage (the driver side: it decodes and folds the group
-records the task hands over). The baseline's ``decoders`` and ``streaming.decode_stage`` are
+200,000 rows (the job's ``spark.sql.execution.arrow.maxRecordsPerBatch``) and run through one
+decode task (``make_decoder``, the executor side) and then the group stage (the driver side: it
+decodes and folds the group records the task hands over). The baseline's ``decoders`` and ``streaming.decode_stage`` are
 read from git at ``--baseline`` and imported beside the working tree's, so both run on the same
 data in the same interpreter; the group stage is the working tree's for both.
 
@@ -37,7 +37,7 @@ from streaming.groups import GroupStage
 from tests.test_hostile_input import hostile_records
 
 ROOT = Path(__file__).resolve().parent.parent
-BATCH_ROWS = 10_000
+BATCH_ROWS = 200_000  # the job's spark.sql.execution.arrow.maxRecordsPerBatch
 TaskBody = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
