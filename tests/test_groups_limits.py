@@ -88,13 +88,16 @@ def test_members_beyond_the_limit_leave_the_member_series_but_are_still_counted(
     assert len(stage.summary("big", NOW_MS).members) == 2 and stage.members_dropped == {}
 
 
-def test_undecodable_group_records_are_errors_not_records_and_their_dead_letters_are_bounded():
+def test_undecodable_group_records_are_errors_not_records_and_never_reach_the_fold():
     key = generation("g", 1, {})[0]
-    item = batch([(key, b"\x00\x03\xff") for _ in range(10)] + [generation("g", 1, {"m": {"t": [0]}})])
-    assert item.records == {2: 11}  # the decode stage read only their keys
+    item = BatchInput.from_arrow(run_task(kafka_batch([(key, b"\x00\x03\xff") for _ in range(10)]
+                                                      + [generation("g", 1, {"m": {"t": [0]}})]), dead_letter_max=3))
+    # The decode stage checks group values too: the bad ones are errors there, their dead
+    # letters bounded by the task's limit, and only the valid record is handed to the fold.
+    assert item.records == {2: 1} and item.errors == {"truncated_value": 10}
+    assert item.dead_letters.num_rows == 3 and item.group_records.num_rows == 1
     result = GroupStage(StageLimits(dead_letters=3)).apply(item)
-    assert result.errors == {"truncated_value": 10} and len(result.dead_letters) == 3
-    assert item.records == {2: 1}
+    assert not result.errors and result.changed == {"g"}
 
 
 def test_the_options():
