@@ -1,8 +1,9 @@
 """The decode stage, run in the executors by ``mapInArrow``: Kafka rows in, :data:`STAGE_SCHEMA` rows out.
 
 Offset commits (nearly all of the traffic) are decoded by the vectorised ``decode_batch`` and
-reduced to the latest commit per group/topic/partition inside the task, so their volume ends
-here. Every other record is checked here: a vectorised triage settles most bad ones, the rest
+reduced to the latest commit per group/topic/partition between two of that group's records
+inside the task, so their volume ends here while each group record still sees the commits
+written before it. Every other record is checked here: a vectorised triage settles most bad ones, the rest
 are decoded one by one, so only valid records are counted and only group records whose value
 decodes are handed to the driver (raw, routed by group), which decodes them again to fold them.
 """
@@ -28,16 +29,59 @@ _COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timestamp",
                    "kafka_partition", "kafka_offset", "record_time_ms", "count"]
 
 
-def latest_commits(commits: pa.Table) -> pa.Table:
-    """The last row of each group/topic/partition (rows in log order), ``count`` summed.
+def commit_segments(commits: pa.Table, marks: pa.Table) -> np.ndarray:
+    """For each commit row, how many of its group's records (``marks``: group, kafka_offset)
+    come before it in the log: commits with the same number lie between the same two records.
+
+    A group lives on one partition of the offsets topic, so its commits and records share one
+    offset sequence.
+    """
+    segments = np.zeros(commits.num_rows, np.int64)
+    if commits.num_rows == 0 or marks.num_rows == 0:
+        return segments
+    # Only the commits of groups with records here can be in a later stretch than the first.
+    marked_groups = pc.unique(pc.cast(marks.column("group").combine_chunks(), pa.string()))
+    rows = np.flatnonzero(pc.is_in(pc.cast(commits.column("group").combine_chunks(), pa.string()),
+                                   value_set=marked_groups).to_numpy(zero_copy_only=False))
+    if rows.size == 0:
+        return segments
+    commits = commits.take(pa.array(rows, pa.int64()))
+    groups = pa.concat_arrays([pc.cast(t.column("group").combine_chunks(), pa.string()) for t in (commits, marks)])
+    offsets = pa.concat_arrays([pc.cast(t.column("kafka_offset").combine_chunks(), pa.int64())
+                                for t in (commits, marks)])
+    both = pa.table({"group": groups.dictionary_encode().indices, "offset": offsets})
+    order = pc.sort_indices(both, sort_keys=[("group", "ascending"), ("offset", "ascending")]).to_numpy()
+    is_mark = (order >= commits.num_rows).astype(np.int64)
+    seen = np.cumsum(is_mark)
+    group = both.column("group").to_numpy()[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    before_group = (seen - is_mark)[starts]  # marks of earlier groups in the sorted order
+    sizes = np.diff(np.r_[starts, order.size])
+    segment = seen - np.repeat(before_group, sizes)
+    commit_rows = is_mark == 0
+    segments[rows[order[commit_rows]]] = segment[commit_rows]
+    return segments
+
+
+def latest_commits(commits: pa.Table, marks: pa.Table | None = None) -> pa.Table:
+    """The last row of each group/topic/partition (rows in log order), ``count`` summed, kept
+    once per stretch between two of the group's records (``marks``, see :func:`commit_segments`).
 
     Rows of one key come from one Kafka partition (a group lives on one partition of the
-    offsets topic), read in offset order, so the last row is the latest commit.
+    offsets topic), read in offset order, so the last row is the latest commit. Keeping one per
+    stretch lets the driver show each group record the commits written before it: how long
+    before a rebalance a departed member last committed is what tells how it left.
     """
     if commits.num_rows == 0:
         return commits
     numbered = commits.append_column("_row", pa.array(np.arange(commits.num_rows, dtype=np.int64)))
-    reduced = numbered.group_by(_COMMIT_KEY, use_threads=False).aggregate([("_row", "max"), ("count", "sum")])
+    key = _COMMIT_KEY
+    if marks is not None and marks.num_rows:
+        numbered = numbered.append_column("_segment", pa.array(commit_segments(commits, marks)))
+        key = [*_COMMIT_KEY, "_segment"]
+    reduced = numbered.group_by(key, use_threads=False).aggregate([("_row", "max"), ("count", "sum")])
+    order = pc.sort_indices(reduced, sort_keys=[("_row_max", "ascending")])
+    reduced = reduced.take(order)
     latest = commits.take(reduced.column("_row_max"))
     return latest.set_column(latest.schema.get_field_index("count"), "count", reduced.column("count_sum"))
 
@@ -54,6 +98,7 @@ class TaskDecoder:
         self._newest_ms: dict[int, int] = {}
         self._dead_letters = 0
         self._pending_dead_letters: list[pa.RecordBatch] = []
+        self._marks: list[pa.Table] = []  # group, kafka_offset of the task's group records
 
     def decode(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """Decode one Kafka batch; yields its group-record and dead-letter rows at once."""
@@ -62,11 +107,11 @@ class TaskDecoder:
         times = pc.cast(pc.cast(batch.column("timestamp"), pa.timestamp("ms")), pa.int64())
         types = record_types(keys)
         is_commit = np.isin(types, _COMMIT_TYPES)
+        others = np.flatnonzero(~is_commit)
+        if others.size:  # first: a reduction of the commits must know the group records among them
+            yield from self._other_rows(keys, values, kafka_partition, kafka_offset, times, others)
         if is_commit.any():
             self._add_commits(keys, values, kafka_partition, kafka_offset, times, is_commit)
-        others = np.flatnonzero(~is_commit)
-        if others.size:
-            yield from self._other_rows(keys, values, kafka_partition, kafka_offset, times, others)
 
     def _add_commits(self, keys: pa.Array, values: pa.Array, kafka_partition: pa.Array, kafka_offset: pa.Array,
                      times: pa.Array, is_commit: np.ndarray) -> None:
@@ -101,7 +146,7 @@ class TaskDecoder:
         self._commits.append(commits)
         self._pending_rows += commits.num_rows
         if self._pending_rows > 1 << 20:  # keep a long task's memory bounded by its distinct keys
-            self._commits = [latest_commits(pa.concat_tables(self._commits))]
+            self._commits = [latest_commits(pa.concat_tables(self._commits), self._group_marks())]
             self._pending_rows = self._commits[0].num_rows
 
     def _other_rows(self, keys: pa.Array, values: pa.Array, kafka_partition: pa.Array, kafka_offset: pa.Array,
@@ -141,8 +186,11 @@ class TaskDecoder:
         folded = np.isin(record_type, _GROUP_STATE_TYPES)
         if folded.any():
             take = pa.array(rows[good[folded]], pa.int64())
+            group = checked.group.take(pa.array(good[folded], pa.int64()))
+            self._marks.append(pa.table({"group": pc.cast(group, pa.string()),
+                                         "kafka_offset": pc.cast(kafka_offset.take(take), pa.int64())}))
             yield _batch(OutputKind.GROUP_RECORD, len(take), {
-                "group": checked.group.take(pa.array(good[folded], pa.int64())),
+                "group": group,
                 "record_type": pa.array(record_type[folded], pa.int16()),
                 "kafka_partition": kafka_partition.take(take),
                 "kafka_offset": kafka_offset.take(take),
@@ -182,6 +230,12 @@ class TaskDecoder:
         for item in counts.to_pylist():
             self._errors[item["values"]] += item["counts"]
 
+    def _group_marks(self) -> pa.Table | None:
+        if not self._marks:
+            return None
+        self._marks = [pa.concat_tables(self._marks)]
+        return self._marks[0]
+
     def drain_dead_letters(self) -> Iterator[pa.RecordBatch]:
         pending, self._pending_dead_letters = self._pending_dead_letters, []
         yield from pending
@@ -189,7 +243,7 @@ class TaskDecoder:
     def finish(self) -> Iterator[pa.RecordBatch]:
         """The task's reduced commits and its counts, once every batch is decoded."""
         if self._commits:
-            commits = latest_commits(pa.concat_tables(self._commits))
+            commits = latest_commits(pa.concat_tables(self._commits), self._group_marks())
             self._commits = []
             for chunk in commits.to_batches(max_chunksize=1 << 16):
                 yield _batch(OutputKind.COMMIT, chunk.num_rows, {name: chunk.column(name) for name in _COMMIT_COLUMNS})

@@ -184,8 +184,8 @@ class GroupStage:
 
         Departures are inferred from the time of each member's last commit (see
         :func:`streaming.state.apply_record`). Commits arrive reduced to the latest per partition
-        and task, so a record sees an earlier batch's commit time where the batch's own latest
-        commit on that partition came after it: a lower bound, never a later time.
+        between two of the group's records (``decode_stage.latest_commits``), so each record sees
+        the latest commit written before it, however many records and commits a batch holds.
         """
         if records.num_rows == 0:
             self._apply_commits(commits, result)

@@ -7,7 +7,7 @@ import pytest
 
 from streaming.batch_input import BatchInput
 from streaming.contract import STAGE_SCHEMA, OutputKind
-from streaming.decode_stage import latest_commits, make_decoder
+from streaming.decode_stage import commit_segments, latest_commits, make_decoder
 from streaming.groups import CommittedOffset, GroupStage
 from tests.stage_records import commit, generation, kafka_batch
 
@@ -90,6 +90,33 @@ def test_a_record_sees_only_the_commits_before_it_in_the_log():
     (event,) = result.events
     assert event.members_left == ("m2",)
     assert stage.offsets["g"].offsets[("t", 1)] == CommittedOffset(9, late)
+
+
+def test_a_record_sees_the_leavers_last_commit_though_the_partition_is_committed_again_later():
+    """One task holds the leaver's last commit, the rebalance and the new owner's commit on the
+    same partition: the reduction keeps one commit per stretch between the group's records,
+    so the fold still sees the leaver commit a second before it left (a clean leave), as a
+    live job seeing them in separate batches does."""
+    start = 1_700_000_000_000
+    records = [generation("g", 1, {"m1": {"t": [0]}, "m2": {"t": [1]}}, ts=start),
+               commit("g", "t", 0, 3, ts=start + 1000),
+               commit("g", "t", 1, 5, ts=start + 2000), commit("g", "t", 1, 6, ts=start + 9000),  # m2, then it closes
+               generation("g", 2, {"m1": {"t": [0, 1]}}, ts=start + 10_000),
+               commit("g", "t", 1, 9, ts=start + 70_000)]  # m1, the new owner, a minute later
+    out = run_task(kafka_batch(records))
+    assert [(r["partition"], r["offset"], r["count"]) for r in rows(out, OutputKind.COMMIT)] == [
+        (0, 3, 1), (1, 6, 2), (1, 9, 1)]
+    stage = GroupStage()
+    (event,) = stage.apply(BatchInput.from_arrow(out)).events
+    assert event.members_left == ("m2",) and event.departures == ("left_cleanly",)
+    assert stage.offsets["g"].offsets[("t", 1)] == CommittedOffset(9, start + 70_000)
+    assert stage.offsets["g"].commits_total == 4
+
+
+def test_commit_segments_count_the_groups_records_before_each_commit():
+    commits = pa.table({"group": ["a", "b", "a", "a"], "kafka_offset": [1, 2, 5, 9]})
+    marks = pa.table({"group": ["a", "a", "c"], "kafka_offset": [3, 7, 4]})
+    assert commit_segments(commits, marks).tolist() == [0, 0, 1, 2]
 
 
 @pytest.mark.parametrize("tombstone_first", [True, False])
