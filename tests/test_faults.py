@@ -136,10 +136,13 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
         start_members(crew)
         wait_balanced(crew, [(topic, p) for p in range(4)])
         job.start()
-        job.wait(lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation
-                 and bool(series(s, "kafka_consumergroup_lag", group=group)), "the group and its lag")
+        # The scrape that shows the group and its lag is the "before": a sampler just started may
+        # not have scraped yet (seen on a loaded machine).
+        before = job.wait(lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation
+                          and bool(series(s, "kafka_consumergroup_lag", group=group))
+                          and value(s, "rebalance_monitor_last_batch_timestamp_seconds") is not None,
+                          "the group and its lag")
         sampler.start()
-        before = sampler.latest()
         down_at = time.time()
         own_broker.stop()
         gone_at = time.time()  # controlled shutdown takes a few seconds
