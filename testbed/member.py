@@ -116,6 +116,8 @@ def run_classic(args: argparse.Namespace) -> None:
             reporter.report()
 
         def on_partitions_assigned(self, assigned: object) -> None:
+            # Called only once a SyncGroup has succeeded: this generation's assignment was completed.
+            _emit(event="completed", generation=state()[2])
             reporter.report()
 
     def subscribe(topics: list[str]) -> None:

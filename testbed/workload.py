@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -45,6 +45,8 @@ class Member:
     assignment: frozenset[Partition] = frozenset()
     member_id: str | None = None
     generation: int | None = None
+    # Classic members: every generation whose assignment this member received, in order.
+    generations: list[int] = field(default_factory=list)
     stalled: bool = False
     ready: bool = False
     _process: subprocess.Popen[str] | None = None
@@ -76,6 +78,8 @@ class Member:
                     self.assignment = frozenset((t, p) for t, p in event["partitions"])
                     self.member_id = event.get("member_id") or self.member_id
                     self.generation = event.get("generation")
+                elif event.get("event") == "completed":
+                    self.generations.append(event["generation"])
                 elif event.get("event") == "stalled":
                     self.stalled = True
                 elif event.get("event") == "ready":
