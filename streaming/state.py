@@ -653,30 +653,34 @@ class _When:
         return self.departed.get(owner, self.time)
 
 
+@dataclass(frozen=True)
+class _Assignment:
+    """A completed assignment, as either protocol's records describe it."""
+
+    generation: int
+    owners: dict[TopicPartition, str]
+    members: dict[str, BoundaryMember]
+    protocol: str | None  # classic: the selected assignor; KIP-848: the server assignor most members ask for
+    leader: str | None  # classic only
+
+
 def _boundary(
-    snapshot: GroupSnapshot,
-    generation: int,
-    owners: dict[TopicPartition, str],
-    members: dict[str, BoundaryMember],
-    protocol: str | None,
-    leader: str | None,
-    at: _When,
-    commits: Mapping[TopicPartition, int] | None,
+    snapshot: GroupSnapshot, new: _Assignment, at: _When, commits: Mapping[TopicPartition, int] | None
 ) -> list[RebalanceEvent]:
     """Apply the rebalance definition to a completed assignment (see the module docstring)."""
-    if snapshot.baseline_taken and generation == snapshot.epoch_generation:
-        _move_boundary(snapshot, generation, owners, members)  # same generation, rewritten
+    if snapshot.baseline_taken and new.generation == snapshot.epoch_generation:
+        _move_boundary(snapshot, new.generation, new.owners, new.members)  # same generation, rewritten
         return []
     events: list[RebalanceEvent] = []
     if not snapshot.baseline_taken:
-        snapshot.baseline_taken = bool(members)
-    elif not members:
+        snapshot.baseline_taken = bool(new.members)
+    elif not new.members:
         _empty_transition(snapshot, at, commits)
     else:
-        events.append(_rebalance(snapshot, generation, owners, members, protocol, leader, at, commits))
+        events.append(_rebalance(snapshot, new, at, commits))
     snapshot.epoch_type = snapshot.group_type
-    snapshot.epoch_protocol, snapshot.epoch_leader = protocol, leader
-    _move_boundary(snapshot, generation, owners, members)
+    snapshot.epoch_protocol, snapshot.epoch_leader = new.protocol, new.leader
+    _move_boundary(snapshot, new.generation, new.owners, new.members)
     return events
 
 
@@ -692,17 +696,11 @@ def _empty_transition(snapshot: GroupSnapshot, at: _When, commits: Mapping[Topic
 
 
 def _rebalance(
-    snapshot: GroupSnapshot,
-    generation: int,
-    owners: dict[TopicPartition, str],
-    members: dict[str, BoundaryMember],
-    protocol: str | None,
-    leader: str | None,
-    at: _When,
-    commits: Mapping[TopicPartition, int] | None,
+    snapshot: GroupSnapshot, new: _Assignment, at: _When, commits: Mapping[TopicPartition, int] | None
 ) -> RebalanceEvent:
     """Diff the new boundary against the previous one and bump the counters."""
     old_owners, old_members, last_owner = snapshot.epoch_owners, snapshot.epoch_members, snapshot.last_owner
+    generation, owners, members = new.generation, new.owners, new.members
     moved = sorted(
         (snapshot.topic_label(topic), p)
         for (topic, p), owner in owners.items()
@@ -715,15 +713,15 @@ def _rebalance(
     departures = tuple(
         classify_departure(old_members[o], _last_commit(snapshot, o, commits), at.departed_at(o)) for o in left
     )
-    causes = _causes(snapshot, owners, members, protocol, leader)
+    causes = _causes(snapshot, new)
     event = RebalanceEvent(
         group=snapshot.group,
         group_type=snapshot.group_type,
         old_generation=snapshot.epoch_generation if snapshot.epoch_generation is not None else generation,
         new_generation=generation,
         event_time_ms=at.time,
-        protocol=protocol,
-        leader=leader,
+        protocol=new.protocol,
+        leader=new.leader,
         leader_changed="leader_changed" in causes,
         members_joined=tuple(joined),
         members_left=tuple(left),
@@ -763,13 +761,7 @@ def _observe_duration(snapshot: GroupSnapshot, duration_ms: int) -> None:
     snapshot.rebalance_duration_sum_ms += duration_ms
 
 
-def _causes(
-    snapshot: GroupSnapshot,
-    owners: dict[TopicPartition, str],
-    members: dict[str, BoundaryMember],
-    protocol: str | None,
-    leader: str | None,
-) -> tuple[str, ...]:
+def _causes(snapshot: GroupSnapshot, new: _Assignment) -> tuple[str, ...]:
     """Why the group rebalanced, read from the difference with the previous boundary.
 
     - ``members_joined`` / ``members_left``: an owner (instance id, else member id) is
@@ -790,7 +782,7 @@ def _causes(
     After an Empty boundary (no members, assignor or leader) only ``members_joined``
     and ``protocol_converted`` can apply.
     """
-    old = snapshot.epoch_members
+    old, owners, members, protocol, leader = snapshot.epoch_members, new.owners, new.members, new.protocol, new.leader
     both = set(members) & set(old)
     held_topics = {topic for topic, _ in snapshot.last_owner}
     converted = snapshot.epoch_type is not None and snapshot.epoch_type != snapshot.group_type
@@ -913,7 +905,8 @@ def _apply_classic(
     when = ts if ts is not None else record_time_ms
     duration = record_time_ms - ts if ts is not None and record_time_ms >= ts else None
     at = _When(when, {}, duration)
-    return _boundary(snapshot, new.generation, owners, members, new.protocol, _classic_leader(new), at, commits)
+    return _boundary(snapshot, _Assignment(new.generation, owners, members, new.protocol, _classic_leader(new)), at,
+                     commits)
 
 
 def _classic_leader(state: ClassicState) -> str | None:
@@ -1103,7 +1096,7 @@ def _target_epoch(
     if state.group_epoch is None or epoch >= state.group_epoch:
         state.epoch_bumped_ms = None
     state.departed_ms = {}
-    return _boundary(snapshot, epoch, owners, members, _preferred_assignor(state), None, at, commits)
+    return _boundary(snapshot, _Assignment(epoch, owners, members, _preferred_assignor(state), None), at, commits)
 
 
 def _preferred_assignor(state: ConsumerState) -> str | None:
