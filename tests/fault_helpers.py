@@ -283,6 +283,18 @@ def caught_up(view: KafkaView, groups: Iterable[str]) -> Callable[[Samples], boo
     return check
 
 
+def clean_run(workdir: Path, bootstrap: str, args: list[str], view: KafkaView,
+              groups: Iterable[str]) -> tuple[Samples, list[RebalanceEvent]]:
+    """The oracle a faulted job must equal: a job started from an empty checkpoint over the same records,
+    its scrape once caught up with ``view`` and its event log."""
+    oracle = JobProcess(workdir, bootstrap, args).start()
+    try:
+        samples = oracle.wait(caught_up(view, groups), "every record of the groups, from an empty checkpoint")
+    finally:
+        oracle.stop()
+    return samples, oracle.event_log.read()
+
+
 def spark_home() -> Path:
     """The PySpark installation: its jars and bin/spark-class are a complete Spark distribution."""
     import pyspark

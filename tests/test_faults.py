@@ -33,6 +33,7 @@ from tests.fault_helpers import (
     SparkCluster,
     batch_ids,
     caught_up,
+    clean_run,
     count_events,
     group_series,
     kafka_view,
@@ -83,11 +84,7 @@ def test_driver_sigkill_mid_batch_repeatedly(kafka_broker, admin: Admin, unique:
         churn.stop()
         if job.running:
             job.kill()
-    oracle = JobProcess(tmp_path / "clean", kafka_broker.bootstrap, args).start()
-    try:
-        clean = oracle.wait(caught_up(view, groups), "every record of the groups, from an empty checkpoint")
-    finally:
-        oracle.stop()
+    clean, clean_events = clean_run(tmp_path / "clean", kafka_broker.bootstrap, args, view, groups)
 
     events = job.event_log.read()
     counted = count_events(events, view, groups)
@@ -106,7 +103,7 @@ def test_driver_sigkill_mid_batch_repeatedly(kafka_broker, admin: Admin, unique:
     print("departures by how (killed, clean):",
           {(dict(ls)["group"][-1], dict(ls)["how"]): v for (_, ls), v in sorted(departures.items())})
     assert killed_series == clean_series
-    assert event_content(events) == event_content(oracle.event_log.read())
+    assert event_content(events) == event_content(clean_events)
 
 
 @pytest.fixture
@@ -299,18 +296,15 @@ def test_standalone_cluster_loses_a_worker(kafka_broker, admin: Admin, unique: s
         if job.running:
             job.kill()
         cluster.stop()
-    oracle = JobProcess(tmp_path / "clean", kafka_broker.bootstrap, [*args, "--master", "local[2]"]).start()
-    try:
-        clean = oracle.wait(caught_up(view, groups), "every record of the groups, locally from an empty checkpoint")
-    finally:
-        oracle.stop()
+    clean, clean_events = clean_run(tmp_path / "clean", kafka_broker.bootstrap, [*args, "--master", "local[2]"],
+                                    view, groups)
 
     events = job.event_log.read()
     counted = count_events(events, view, groups)
     print(f"\nseed {seed}: worker-1 killed {killed_at - job.started_at:.0f}s after the job started "
           f"({'mid-batch' if mid_batch else 'between batches'}), {churn.steps} churn steps; {counted}")
     assert (counted.duplicated, counted.missing, counted.unexpected) == (0, [], []), counted
-    assert event_content(events) == event_content(oracle.event_log.read())
+    assert event_content(events) == event_content(clean_events)
     on_cluster_series, clean_series = group_series(on_cluster, groups), group_series(clean, groups)
     for series_ in (on_cluster_series, clean_series):
         for key in [k for k in series_ if k[0] == DEPARTURES]:
