@@ -3,7 +3,8 @@
 What is asserted is the documented definition (README, ``streaming/state.py``), read from the
 job's /metrics and its event log: a rebalance is a completed assignment with members whose
 generation changed; creation is a baseline; going Empty is counted apart; each rebalance names
-its causes and how each leaver left. Client generation deltas are never the oracle.
+its causes and how each leaver left. Client generation deltas are never the oracle; a client is
+asked at most which assignments it completed (each one is a generation Kafka wrote).
 
 Scenarios that need no ordering between them run at once, one group each, on threads: their
 waits (session and poll timeouts) overlap instead of adding up.
@@ -105,8 +106,8 @@ def _run_at_once(scenarios: dict[str, Callable[[], None]]) -> None:
 
 
 def test_create_join_restart_delete_recreate(env: Env) -> None:
-    """Create (baseline, 0), join (1), whole-application restart (1 Empty transition + 1 rebalance, nothing
-    moved to nobody), delete and re-create (the tombstone removes the group: a fresh baseline)."""
+    """Create (baseline, 0), join (1), whole-application restart (1 Empty transition + 1 rebalance per
+    assignment completed, nothing moved to nobody), delete and re-create (the tombstone removes the group: a fresh baseline)."""
     group = f"life-{env.unique}"
     topics, parts = env.topics("life", 1, 4)
     monitor = env.monitor
@@ -143,8 +144,7 @@ def test_create_join_restart_delete_recreate(env: Env) -> None:
     # ... and comes back. Both instances start, connect, and join together; the leader's slow assignment
     # keeps the sync phase open for the other's JoinGroup, so both land in one completed assignment, as
     # group.initial.rebalance.delay.ms arranges on a production broker (the test broker sets it to 0).
-    # kafka-python assigns on its network loop, no heartbeat goes out meanwhile: a session to spare. The window
-    # is wide (a CI run once saw the second JoinGroup miss a 3 s one on a loaded machine).
+    # kafka-python assigns on its network loop, no heartbeat goes out meanwhile: a session to spare.
     back = [env.member(group, topics, f"app-{i}", hold=True, assign_delay_ms=8000, session_timeout_ms=30000)
             for i in range(2)]
     for member in back:
@@ -153,19 +153,23 @@ def test_create_join_restart_delete_recreate(env: Env) -> None:
     for member in back:
         member.release()
     wait_balanced(back, parts)
-    # The scenario's premise, from the clients: exactly one assignment completed after the restart, and both
-    # instances received it (otherwise Kafka really wrote an extra generation, and the count below would be 3).
-    completed = sorted({g for m in back for g in m.generations})
-    assert completed == [back[0].generation] == [back[1].generation], (
-        f"the instances did not land in one generation: {[(m.client_id, m.generations) for m in back]}")
-    assert back[0].generation > joined_generation
+    assert back[0].generation == back[1].generation > joined_generation
     samples = wait_generation(monitor, group, back[0], "the application's return", members=2)
-    assert _counter(samples, "kafka_consumergroup_rebalances_total", group) == 2
+    # Each assignment a client completed after the restart is one rebalance, never more, never fewer. Almost
+    # always that is one, which both received; a CI run once saw Kafka complete another (a second JoinGroup
+    # late on a loaded machine, or a client's rejoin), so the count follows what the clients lived through.
+    completed = sorted({g for m in back for g in m.generations})
+    print(f"completed after the restart: {[(m.client_id, m.generations) for m in back]}")
+    assert completed[-1] == back[0].generation
+    assert _counter(samples, "kafka_consumergroup_rebalances_total", group) == 1 + len(completed)
     assert _counter(samples, "kafka_consumergroup_empty_transitions_total", group) == 1
-    assert _counter(samples, "kafka_consumergroup_partitions_moved_total", group) == moved  # nothing to nobody
-    [restart] = env.events(group, joined_generation)
-    assert restart.causes == ("members_joined",) and restart.moved_partitions == () and restart.members_left == ()
-    assert sorted(restart.members_joined) == sorted(m.member_id for m in back)
+    restart = env.events(group, joined_generation)
+    assert [e.new_generation for e in restart] == completed
+    assert restart[0].causes == ("members_joined",) and all(e.members_left == () for e in restart)
+    assert sorted(m for e in restart for m in e.members_joined) == sorted(m.member_id for m in back)
+    if len(completed) == 1:  # one assignment out of Empty: nothing moved, as nobody held anything
+        assert restart[0].moved_partitions == ()
+        assert _counter(samples, "kafka_consumergroup_partitions_moved_total", group) == moved
 
     # Deleted once empty: the tombstones remove the group, its series leave /metrics, its history stays.
     _shut_down(back)
@@ -174,14 +178,14 @@ def test_create_join_restart_delete_recreate(env: Env) -> None:
     assert env.admin.client.delete_groups([group]) == {group: "OK"}
     wait_for(monitor, lambda s: not series(s, "kafka_consumergroup_rebalances_total", group=group),
              "the deleted group's series to go")
-    assert len(env.events(group)) == 2
+    assert len(env.events(group)) == 1 + len(completed)
 
     # Re-created under the same name: a new group, a new baseline, no rebalance.
     [fresh] = start_members([env.member(group, topics, "app-0")])
     samples = wait_generation(monitor, group, fresh, "the re-created group's baseline", members=1)
     for name in ("rebalances_total", "empty_transitions_total", "recreations_total", "partitions_moved_total"):
         assert _counter(samples, f"kafka_consumergroup_{name}", group) == 0, name
-    assert len(env.events(group)) == 2
+    assert len(env.events(group)) == 1 + len(completed)
 
 
 # ------------------------------------------------------------------ every cause and every departure, for real
