@@ -184,8 +184,13 @@ class Exporter:
                                   "Times a limit turned something away: max_groups, once per new group and batch; "
                                   "max_members_per_group, once per render of a group whose member series it cut.",
                                   [*cluster, "limit"], registry=r)
+        self.query_restarts = Counter("rebalance_monitor_query_restarts",
+                                      "Times the streaming query failed and the job started it again from its "
+                                      "checkpoint.", cluster, registry=r)
+        self.query_restarts.labels(self.cluster)  # 0 from the start: increase() sees the first restart
         self._newest_record_s: float | None = None
         self.records_behind: int | None = None
+        self.last_progress: float | None = None  # what last_batch holds, for the job's restart decisions
 
     # -- writers (the batch thread) -------------------------------------------------
 
@@ -256,6 +261,7 @@ class Exporter:
         self.batch_duration.labels(self.cluster).observe(seconds)
         self.skipped_offsets.labels(self.cluster).inc(skipped_offsets)
         self.last_batch.labels(self.cluster).set(finished_at)
+        self.last_progress = finished_at
         with self._lock:
             if processed.keys() - self._processed.keys():
                 self._wanted_dirty = True
@@ -265,6 +271,7 @@ class Exporter:
     def observe_idle(self, at: float) -> None:
         """A trigger found no new data: the query is alive and caught up with what it saw."""
         self.last_batch.labels(self.cluster).set(at)
+        self.last_progress = at
 
     # -- lag (its own thread) -----------------------------------------------------------
 

@@ -132,6 +132,28 @@ class Monitor:
         options = self.options
         options.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         validate_group_patterns(options, self.spark)
+        self._restore()
+        self.metrics_port = self.exporter.serve(options.metrics_host, options.metrics_port,
+                                                tls_cert=options.metrics_tls_cert, tls_key=options.metrics_tls_key,
+                                                basic_auth_file=options.metrics_basic_auth_file)
+        self._start_query()
+        self.exporter.start_lag_refresh()
+        self.advisor.start()
+        self.poller.start()
+        return self
+
+    def restart_query(self) -> None:
+        """Start the failed query again from the checkpoint, as a new process would: the group stage is
+        reloaded from the state of the last committed batch, whatever a failed batch left in memory."""
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+        self.exporter.query_restarts.labels(self.options.cluster).inc()
+        self._restore()
+        self._start_query()
+
+    def _restore(self) -> None:
+        """The group stage and the sink from the state of the last batch Spark committed."""
+        options = self.options
         started = time.monotonic()
         stage = self.state_store.load(last_committed_batch(options.checkpoint_dir / "spark"),
                                       limits=StageLimits.from_options(options))
@@ -141,10 +163,10 @@ class Monitor:
                                             options.dead_letter_max),
                               TopicNames(self._metadata.topic_names))
         log.info("restored %d groups from the checkpoint in %.2fs", len(stage.groups), time.monotonic() - started)
-        self.metrics_port = self.exporter.serve(options.metrics_host, options.metrics_port,
-                                                tls_cert=options.metrics_tls_cert, tls_key=options.metrics_tls_key,
-                                                basic_auth_file=options.metrics_basic_auth_file)
-        sink = self.sink
+
+    def _start_query(self) -> None:
+        options, sink = self.options, self.sink
+        assert sink is not None
         self._listener = ProgressListener(self.exporter, lambda: self.query.id if self.query else None,
                                           lambda: sink.last_report)
         self.spark.streams.addListener(self._listener)
@@ -155,10 +177,6 @@ class Monitor:
                       .trigger(processingTime=f"{options.trigger_seconds} seconds")
                       .foreachBatch(short_errors(sink, lambda: self._stopping_run))
                       .start())
-        self.exporter.start_lag_refresh()
-        self.advisor.start()
-        self.poller.start()
-        return self
 
     @property
     def metrics_url(self) -> str:
@@ -244,8 +262,7 @@ def run(options: JobOptions) -> None:
         signal.signal(sig, lambda *_: stop.set())
     failure = None
     try:
-        while not stop.is_set() and monitor.query.isActive:
-            stop.wait(1)
+        failure = _supervise(monitor, stop)
     finally:
         # The stop ends within STOP_SECONDS whatever hangs in it: faulthandler's own thread then
         # prints every thread's stack and exits (a signal's default action would not end PID 1 in
@@ -253,11 +270,61 @@ def run(options: JobOptions) -> None:
         faulthandler.dump_traceback_later(STOP_SECONDS, exit=True)
         monitor.stop()
         faulthandler.cancel_dump_traceback_later()
-    with contextlib.suppress(Exception):  # the JVM may be gone: then there is no query to ask
-        failure = monitor.query.exception()
     if failure:
         # Kafka's client hides passwords in its errors; redacted anyway, as every message of the job.
         raise SystemExit(redact(f"streaming query failed: {failure}", secret_values(options.kafka_options)))
+
+
+def _supervise(monitor: Monitor, stop: threading.Event) -> str | None:
+    """Wait for a stop signal, starting the query again after each failure (see RetryClock); the failure
+    that ends the job, if one does."""
+    clock = RetryClock(monitor.options.query_retry_seconds)
+    while not stop.is_set():
+        if monitor.query.isActive:
+            stop.wait(1)
+            continue
+        failure = _query_failure(monitor)
+        if failure is None:  # stopped from outside the job (the JVM went): nothing to start again
+            return None
+        wait = clock.failed(time.monotonic(), monitor.exporter.last_progress)
+        if wait is None:
+            return failure
+        log.error("streaming query failed; starting it again from the checkpoint in %.0fs: %s", wait,
+                  redact(failure, secret_values(monitor.options.kafka_options)))
+        if not stop.wait(wait):
+            monitor.restart_query()
+    return None
+
+
+def _query_failure(monitor: Monitor) -> str | None:
+    with contextlib.suppress(Exception):  # the JVM may be gone: then there is no query to ask
+        failure = monitor.query.exception()
+        return None if failure is None else str(failure)
+    return None
+
+
+class RetryClock:
+    """When to start a failed query again: 1 s after the first failure, doubling to 60 s while failures
+    follow each other without a batch in between; give up once failing has lasted ``limit_seconds``."""
+
+    FIRST_SECONDS = 1.0
+    MAX_SECONDS = 60.0
+
+    def __init__(self, limit_seconds: float) -> None:
+        self.limit_seconds = limit_seconds
+        self.failing_since: float | None = None  # monotonic time of the first failure in a row
+        self.last_batch: float | None = None  # the exporter's last batch time at that failure
+        self.failures = 0
+
+    def failed(self, now: float, last_batch: float | None) -> float | None:
+        """A failure at ``now`` (the last batch at ``last_batch``): seconds to wait before the restart, or
+        None to give up."""
+        if self.failing_since is None or last_batch != self.last_batch:  # a batch since: a new run of failures
+            self.failing_since, self.last_batch, self.failures = now, last_batch, 0
+        self.failures += 1
+        if now - self.failing_since >= self.limit_seconds:
+            return None
+        return min(self.MAX_SECONDS, self.FIRST_SECONDS * 2 ** (self.failures - 1))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -87,6 +87,10 @@ class JobOptions:
         type=int))
     dead_letter_max: int = field(default=1000, metadata=_arg(
         "undecodable records kept as a sample for inspection", type=int))
+    query_retry_seconds: float = field(default=3600.0, metadata=_arg(
+        "after the streaming query fails (a broker outage longer than the Kafka source's retries), start it "
+        "again from the checkpoint, with backoff, for up to this long without a batch; then exit non-zero "
+        "(0: exit at the first failure)", type=float))
     max_offsets_per_trigger: int | None = field(default=None, metadata=_arg(
         "cap records per micro-batch (catching up on a large topic)", type=int))
     state_partitions: int = field(default=8, metadata=_arg(
@@ -107,8 +111,8 @@ class JobOptions:
         positive = ("trigger_seconds", "lag_poll_seconds", "group_ttl_seconds", "expiry_sweep_seconds",
                     "max_series", "state_partitions")
         problems = [f"{flag(n)} must be positive" for n in positive if not getattr(self, n) > 0]
-        if self.dead_letter_max < 0:
-            problems.append(f"{flag('dead_letter_max')} must not be negative")
+        problems += [f"{flag(n)} must not be negative" for n in ("dead_letter_max", "query_retry_seconds")
+                     if getattr(self, n) < 0]
         problems += [f"{flag(n)} must be positive" for n in ("max_offsets_per_trigger", "max_groups",
                                                               "max_members_per_group")
                      if getattr(self, n) is not None and getattr(self, n) <= 0]

@@ -119,7 +119,8 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
     """The broker stops for longer than many trigger intervals while a group has lag and the job runs;
     a member dies meanwhile and a new one joins once the broker is back. The same job process records
     every rebalance, lag comes back, and its own metrics show the outage: batches stop (MonitorStalled,
-    evaluated by promtool on the scraped values, fires) and log-end poll errors rise."""
+    evaluated by promtool on the scraped values, fires) and log-end poll errors rise. The query itself
+    never fails: between batches Spark's offset reader waits for the broker (see docs/reliability.md)."""
     admin = Admin(own_broker.bootstrap)
     group, topic = "outage-g", "outage-t"
     admin.create_topic(topic, 4)
@@ -165,6 +166,7 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
         view = kafka_view(admin, [group])
         job.wait(caught_up(view, [group]), "every record of the group")
         assert job.starts == 1 and job.running, "the job was restarted or died"
+        restarts = value(after, "rebalance_monitor_query_restarts_total")
         last_batch_before = value(before, "rebalance_monitor_last_batch_timestamp_seconds")
     finally:
         sampler.stop()
@@ -177,7 +179,8 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
     outage = up_at - gone_at
     print(f"\nbroker down {outage:.0f}s; outage recovered in {recovered_in:.1f}s (first batch after the broker "
           f"was back); log-end poll errors {poll_errors(before):.0f} -> {poll_errors(stalled):.0f}; "
-          f"members that gave up during the outage: {len(crew) - 1 - len(survivors)}; {counted}")
+          f"members that gave up during the outage: {len(crew) - 1 - len(survivors)}; query restarts {restarts:.0f}; "
+          f"{counted}")
     assert (counted.duplicated, counted.missing, counted.unexpected) == (0, [], []), counted
     assert counted.expected >= 2, view  # the dead member's expiry and the newcomer's join
     seen = set().union(*(m.seen for m in crew))
@@ -188,6 +191,62 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
     fired = monitor_stalled(promtool, tmp_path, sampler.samples, stall_seconds=10,
                             at=(down_at - 1, up_at, sampler.samples[-1][0]))
     assert fired == [False, True, False], fired
+    assert restarts == 0, job.tail()
+
+
+def test_failing_batches_restart_the_query_in_process(kafka_broker, admin: Admin, unique: str, tmp_path) -> None:
+    """The event log's volume fails while two groups churn (its directory turns into a file, so every write
+    fails as on a full or read-only disk): each batch fails after the group stage has folded it in memory,
+    and the query with it. The same job process goes on serving /metrics and starts the query again from
+    its checkpoint, waiting longer each time; once the volume is back, the events and series equal a clean
+    job's: the batch the failures held back is neither lost nor counted twice."""
+    prefix = f"faults-disk-{unique}"
+    topic = f"{prefix}-t"
+    admin.create_topic(topic, 4)
+    groups = [f"{prefix}-a", f"{prefix}-b"]
+    churn = Churn(kafka_broker.bootstrap, topic, groups, seed=int(time.time()))
+    args = ["--include-groups", f"^{prefix}-", "--cluster", "faults", "--master", "local[2]",
+            "--query-retry-seconds", "600"]
+    job = JobProcess(tmp_path / "job", kafka_broker.bootstrap, args)
+    events_dir = job.workdir / "events"
+    saved = events_dir.with_name("events.saved")
+    try:
+        churn.start_anchors()
+        churn.start()
+        job.start()
+        job.wait(lambda s: all(value(s, "kafka_consumergroup_generation", group=g) for g in groups), "both groups")
+        wait_until(lambda: churn.steps >= 2 and events_dir.exists(), 60, "rebalances in the event log")
+        events_dir.rename(saved)
+        events_dir.write_text("the volume failed\n")
+        failing = job.wait(lambda s: (value(s, "rebalance_monitor_query_restarts_total") or 0) >= 3,
+                           "three restarts of the failing query", timeout=120)
+        steps_while_failing = churn.steps
+        events_dir.unlink()
+        saved.rename(events_dir)
+        wait_until(lambda: churn.steps >= steps_while_failing + 2, 60, "churn after the volume is back")
+        churn.stop()
+        view = kafka_view(admin, groups)
+        recovered = job.wait(caught_up(view, groups), "every record of the groups", timeout=240)
+        assert job.starts == 1 and job.running, "the job was restarted or died"
+        job.stop()
+    finally:
+        churn.stop()
+        if job.running:
+            job.kill()
+    clean, clean_events = clean_run(tmp_path / "clean", kafka_broker.bootstrap, args, view, groups)
+
+    events = job.event_log.read()
+    counted = count_events(events, view, groups)
+    log_text = job.log.read_text(errors="replace")
+    failures = log_text.count("streaming query failed; starting it again")
+    print(f"\n{failures} query failures while the volume was gone, "
+          f"{value(recovered, 'rebalance_monitor_query_restarts_total'):.0f} restarts; {churn.steps} churn steps; "
+          f"{counted}")
+    assert failures >= 3 and "NotADirectoryError" in log_text, job.tail()
+    assert value(failing, "kafka_consumergroup_generation", group=groups[0]), "/metrics went dark meanwhile"
+    assert (counted.duplicated, counted.missing, counted.unexpected) == (0, [], []), counted
+    assert event_content(events) == event_content(clean_events)
+    assert group_series(recovered, groups) == group_series(clean, groups)
 
 
 OUTAGE_SECONDS = 20

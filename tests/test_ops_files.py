@@ -69,6 +69,7 @@ EXPORTED = frozenset({
     "rebalance_monitor_input_lag_records",
     "rebalance_monitor_last_batch_timestamp_seconds",
     "rebalance_monitor_skipped_offsets_total",
+    "rebalance_monitor_query_restarts_total",
 })
 HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds", "kafka_consumergroup_rebalance_duration_seconds"})
 SERIES_NAMES = EXPORTED | {h + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")}
@@ -80,6 +81,7 @@ REQUIRED_ALERTS = {
     "RebalanceStorm", "FrequentRebalances", "HighPartitionMovement", "AssignmentImbalance",
     "ConsumerGroupLagSecondsHigh", "GroupStuckReconciling", "MonitorStalled", "MonitorFallingBehind",
     "MonitorDecodeErrors", "LagPollerStalled", "LagPollErrors", "OffsetsTopicPartitionFrozen",
+    "MonitorQueryRestarting",
 }
 # Grafana's variables, replaced by something PromQL parses.
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h",

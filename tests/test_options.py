@@ -42,6 +42,7 @@ def test_default_port_is_not_kafka_exporters() -> None:
     (["--trigger-seconds", "0"], "--trigger-seconds must be positive"),
     (["--max-series", "0"], "--max-series must be positive"),
     (["--dead-letter-max", "-1"], "--dead-letter-max must not be negative"),
+    (["--query-retry-seconds", "-5"], "--query-retry-seconds must not be negative"),
     (["--metrics-port", "70000"], "--metrics-port must be 0-65535"),
     (["--include-groups", "(?P<team>a)"], "Java names groups (?<name>...)"),
     (["--exclude-groups", "x\\Z"], "use \\z"),

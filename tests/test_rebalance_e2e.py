@@ -107,7 +107,8 @@ def _run_at_once(scenarios: dict[str, Callable[[], None]]) -> None:
 
 def test_create_join_restart_delete_recreate(env: Env) -> None:
     """Create (baseline, 0), join (1), whole-application restart (1 Empty transition + 1 rebalance per
-    assignment completed, nothing moved to nobody), delete and re-create (the tombstone removes the group: a fresh baseline)."""
+    assignment completed, nothing moved to nobody), delete and re-create (the tombstone removes the group: a
+    fresh baseline)."""
     group = f"life-{env.unique}"
     topics, parts = env.topics("life", 1, 4)
     monitor = env.monitor
