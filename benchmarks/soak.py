@@ -11,8 +11,10 @@ A local broker (or ``--bootstrap-server``), the real job in this process on loca
 RSS of the driver JVM, this Python process and Spark's Python workers is printed when the load
 starts, after ``--warmup-minutes`` (the start of the measured run: the JVM grows its heap and
 Spark starts its Python workers in the first minutes), every ``--sample-seconds`` and at the
-end, beside the groups the job exports and the rebalances it counted. Not a test: it prints
-figures, it asserts nothing.
+end, beside the groups the job exports and the rebalances it counted. Beside RSS, the JVM's
+live heap (``jcmd GC.run`` then ``GC.heap_info``: used right after a full collection) and its
+metaspace: RSS alone cannot tell a heap that grows into its committed size from a leak. Not a
+test: it prints figures, it asserts nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
+import subprocess
 import tempfile
 import threading
 import time
@@ -67,11 +71,28 @@ def _descendants(pid: int) -> list[int]:
 
 
 def memory() -> dict[str, float]:
-    """RSS in MiB: the driver JVM (Spark's SparkSubmit child), this process, Spark's Python workers."""
+    """MiB: RSS of the driver JVM (Spark's SparkSubmit child), this process and Spark's Python workers;
+    the JVM's live heap and metaspace."""
     jvm = [p for p in _descendants(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in _cmdline(p)]
     workers = [p for j in jvm for p in _descendants(j) if "pyspark" in _cmdline(p)]
     return {"driver_jvm": sum(_rss_bytes(p) for p in jvm) / MIB, "python": _rss_bytes(os.getpid()) / MIB,
-            "python_workers": sum(_rss_bytes(p) for p in workers) / MIB}
+            "python_workers": sum(_rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None)}
+
+
+_HEAP = re.compile(r"heap\s+total (\d+)K, used (\d+)K")
+_METASPACE = re.compile(r"Metaspace\s+used (\d+)K")
+
+
+def jvm_heap(pid: int | None) -> dict[str, float]:
+    """The JVM's heap used right after a full collection (its live set), heap committed, metaspace used."""
+    if pid is None:
+        return {"heap_live": 0.0, "heap_committed": 0.0, "metaspace": 0.0}
+    subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=120)
+    text = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60).stdout
+    heap, metaspace = _HEAP.search(text), _METASPACE.search(text)
+    return {"heap_live": int(heap[2]) / 1024 if heap else float("nan"),
+            "heap_committed": int(heap[1]) / 1024 if heap else float("nan"),
+            "metaspace": int(metaspace[1]) / 1024 if metaspace else float("nan")}
 
 
 def job_figures(monitor: Monitor) -> dict[str, float]:
@@ -148,6 +169,8 @@ def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, f
          commits: int) -> str:
     return (f"{label:>6} t={elapsed / 60:5.1f}min driver_jvm={mem['driver_jvm']:7.1f}MiB "
             f"python={mem['python']:7.1f}MiB python_workers={mem['python_workers']:7.1f}MiB "
+            f"jvm_heap_live={mem['heap_live']:6.1f}MiB jvm_heap_committed={mem['heap_committed']:6.1f}MiB "
+            f"jvm_metaspace={mem['metaspace']:6.1f}MiB "
             f"groups={figures['groups']:.0f} series={figures['series']:.0f} rebalances={figures['rebalances']:.0f} "
             f"batches={figures['batches']:.0f} input_lag={figures['input_lag_records']:.0f} "
             f"churn_cycles={churn} commit_records={commits}")
@@ -210,9 +233,10 @@ def main(argv: list[str] | None = None) -> None:
             last_mem, last = memory(), job_figures(monitor)
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
             print(line("end", time.monotonic() - loaded, last_mem, last, cycles, committer.records), flush=True)
-            print(f"RSS over {(time.monotonic() - started) / 60:.1f} min after the warm-up, start -> end: " + ", ".join(
-                f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} MiB ({last_mem[k] - first_mem[k]:+.0f})"
-                for k in first_mem), flush=True)
+            changes = ", ".join(f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} MiB ({last_mem[k] - first_mem[k]:+.0f})"
+                                for k in first_mem)
+            print(f"Memory over {(time.monotonic() - started) / 60:.1f} min after the warm-up, start -> end: {changes}",
+                  flush=True)
             if monitor.query.exception() is not None:
                 print(f"the query failed: {monitor.query.exception()}", flush=True)
         finally:
