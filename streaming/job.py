@@ -232,6 +232,9 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         "spark.ui.showConsoleProgress": "false",
         # Source options shown in plans and the web UI: the JAAS text carries the SASL password.
         "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
+        # An idle query says so once per trigger, not once per 10 s (Spark's default): the last-batch
+        # gauge, which idle triggers refresh, is then never more than a trigger old on a healthy job.
+        "spark.sql.streaming.noDataProgressEventInterval": f"{max(1, round(options.trigger_seconds * 1000))}ms",
         **(extra_conf or {}),
     }
     for key, value in conf.items():

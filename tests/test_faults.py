@@ -177,10 +177,13 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
 
     counted = count_events(job.event_log.read(), view, [group])
     outage = up_at - gone_at
+    # How old the last-batch gauge got once the job had recovered (idle triggers refresh it too).
+    staleness = max((t - last for t, last in sampler.samples if last is not None and t > up_at + recovered_in + 5),
+                    default=float("nan"))
     print(f"\nbroker down {outage:.0f}s; outage recovered in {recovered_in:.1f}s (first batch after the broker "
           f"was back); log-end poll errors {poll_errors(before):.0f} -> {poll_errors(stalled):.0f}; "
           f"members that gave up during the outage: {len(crew) - 1 - len(survivors)}; query restarts {restarts:.0f}; "
-          f"{counted}")
+          f"last-batch gauge at most {staleness:.1f}s old after recovery; {counted}")
     assert (counted.duplicated, counted.missing, counted.unexpected) == (0, [], []), counted
     assert counted.expected >= 2, view  # the dead member's expiry and the newcomer's join
     seen = set().union(*(m.seen for m in crew))
