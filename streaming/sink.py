@@ -38,9 +38,18 @@ class BatchReport:
     fold_seconds: float = 0.0  # the group stage, event log, state delta, exporter
 
 
+# Frozen objects are never scanned again, so garbage in a reference cycle that was frozen while
+# alive stays forever. The batch's own DataFrame is such a thing: it is alive when the batch's
+# survivors are frozen, and its py4j proxy caches bound methods that point back at it, so it kept
+# one Dataset per batch alive in the JVM (a soak's heap grew with every batch). Once in this many
+# batches, everything is unfrozen and collected in full.
+FULL_COLLECTION_BATCHES = 100
+
+
 @contextlib.contextmanager
-def young_garbage_only() -> Iterator[None]:
-    """Run a batch without the cyclic collector, then collect only what the batch created.
+def young_garbage_only(full: bool = False) -> Iterator[None]:
+    """Run a batch without the cyclic collector, then collect only what the batch created
+    (``full``: everything, frozen objects included).
 
     The driver keeps every group's state (hundreds of thousands of long-lived objects, no
     reference cycles); a full collection scans all of it, and allocating a batch's worth of
@@ -52,6 +61,8 @@ def young_garbage_only() -> Iterator[None]:
     try:
         yield
     finally:
+        if full:
+            gc.unfreeze()
         gc.collect()
         gc.freeze()
         gc.enable()
@@ -71,6 +82,7 @@ class BatchSink:
         self.topic_names = topic_names
         self.last_report = BatchReport()
         self._last_sweep = time.monotonic()
+        self._batches = 0
         now_ms = int(time.time() * 1000)
         with young_garbage_only():
             for group in sorted(stage.groups):
@@ -80,7 +92,8 @@ class BatchSink:
         started = time.monotonic()
         batch = BatchInput.from_arrow(df.toArrow())
         collected = time.monotonic()
-        with young_garbage_only(), self.exporter.batch():
+        self._batches += 1
+        with young_garbage_only(full=self._batches % FULL_COLLECTION_BATCHES == 0), self.exporter.batch():
             result = self.handle(batch, batch_id)
         self.last_report = BatchReport(batch_id, batch.records, batch.errors + result.errors,
                                        len(result.changed | result.removed), len(result.events),
