@@ -88,9 +88,9 @@ class JobOptions:
     dead_letter_max: int = field(default=1000, metadata=_arg(
         "undecodable records kept as a sample for inspection", type=int))
     query_retry_seconds: float = field(default=3600.0, metadata=_arg(
-        "after the streaming query fails (a broker outage longer than the Kafka source's retries), start it "
-        "again from the checkpoint, with backoff, for up to this long without a batch; then exit non-zero "
-        "(0: exit at the first failure)", type=float))
+        "after the streaming query fails (a batch's read outlasting the source's poll timeout, a failing "
+        "checkpoint or event-log volume), start it again from the checkpoint, with backoff, for up to this "
+        "long without a batch; then exit non-zero (0: exit at the first failure)", type=float))
     max_offsets_per_trigger: int | None = field(default=None, metadata=_arg(
         "cap records per micro-batch (catching up on a large topic)", type=int))
     state_partitions: int = field(default=8, metadata=_arg(
