@@ -32,12 +32,13 @@ prometheus:
 		     "(they fail under CI=true) and 'make run' needs --no-prometheus."; \
 	fi
 
-# The installable package: decoders and streaming only (tests/test_packaging.py checks it).
+# The installable package: decoders and streaming only (tests/scenarios/test_packaging.py checks it).
 wheel: $(STAMP)
 	rm -rf build/dist build/lib build/bdist.* && $(PY) -m pip wheel --quiet --no-deps --wheel-dir build/dist .
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # The whole suite, slow end-to-end scenarios included.
 test: setup lint
@@ -70,7 +71,7 @@ bench-soak: setup
 	$(PY) -m benchmarks.soak $(SOAK_ARGS)
 
 fuzz: setup
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/test_decoders_properties.py
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/unit/decoders/test_properties.py
 
 kafka-up: setup
 	$(PY) -m testbed.broker up

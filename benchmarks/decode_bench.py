@@ -53,7 +53,7 @@ def build(n: int, seed: int = 7) -> tuple[list[bytes], list[bytes | None]]:
 def baseline(keys: list[bytes], values: list[bytes | None]) -> list[tuple]:
     """A straightforward per-record decoder (what one writes first): struct.unpack_from per field."""
     unpack = struct.unpack_from
-    rows = []
+    rows: list[tuple] = []
     for key, value in zip(keys, values, strict=True):
         record_type, group_len = unpack(">hh", key)
         group = key[4:4 + group_len].decode()

@@ -1,10 +1,10 @@
 """Hostile-input cost of the decode path: a baseline revision against the working tree, same process.
 
-Hostile records come from tests/test_hostile_input.py's own generator (same forms and shares);
+Hostile records come from tests/scenarios/test_hostile_input.py's own generator (same forms and shares);
 the all-valid records from the job benchmark's W1 shape. Each is cut into Arrow batches of
 200,000 rows (the job's ``spark.sql.execution.arrow.maxRecordsPerBatch``) and run through one
 decode task (``make_decoder``, the executor side) and then the group stage (the driver side: it
-decodes and folds the group records the task hands over). The baseline's ``decoders`` and ``streaming.decode_stage`` are
+decodes and folds the group records the task hands over). The baseline's ``decoders`` and ``streaming.decode.stage`` are
 read from git at ``--baseline`` and imported beside the working tree's, so both run on the same
 data in the same interpreter; the group stage is the working tree's for both.
 
@@ -23,18 +23,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from benchmarks.synthetic import Workload, backlog
-from streaming.batch_input import BatchInput
-from streaming.contract import STAGE_SCHEMA
-from streaming.decode_stage import make_decoder
-from streaming.groups import GroupStage
-from tests.test_hostile_input import hostile_records
+from streaming.decode.stage import make_decoder
+from streaming.groups.stage import GroupStage
+from streaming.protocol import STAGE_SCHEMA, BatchInput
+from tests.scenarios.test_hostile_input import hostile_records
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH_ROWS = 200_000  # the job's spark.sql.execution.arrow.maxRecordsPerBatch
@@ -44,9 +43,9 @@ TaskBody = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 def baseline_decoder(revision: str) -> Callable[[int], TaskBody]:
     """``make_decoder`` as of ``revision``, imported from a scratch copy without disturbing this tree's modules."""
     scratch = Path(tempfile.mkdtemp(prefix="hostile-bench-"))
-    files = subprocess.run(["git", "ls-tree", "-r", "--name-only", revision, "decoders/"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split()
-    for name in [*files, "streaming/__init__.py", "streaming/contract.py", "streaming/decode_stage.py"]:
+    files = subprocess.run(["git", "ls-tree", "-r", "--name-only", revision, "decoders/", "streaming/"], cwd=ROOT,
+                           check=True, capture_output=True, text=True).stdout.split()
+    for name in files:
         target = scratch / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(subprocess.run(["git", "show", f"{revision}:{name}"], cwd=ROOT, check=True,
@@ -56,7 +55,10 @@ def baseline_decoder(revision: str) -> Callable[[int], TaskBody]:
         del sys.modules[name]
     sys.path.insert(0, str(scratch))
     try:
-        return importlib.import_module("streaming.decode_stage").make_decoder
+        # The decode stage moved into its package after 9408598.
+        packaged = (scratch / "streaming/decode/stage.py").exists()
+        module = "streaming.decode.stage" if packaged else "streaming.decode_stage"
+        return importlib.import_module(module).make_decoder
     finally:
         sys.path.remove(str(scratch))
         for name in [n for n in sys.modules if n.split(".")[0] in ("decoders", "streaming")]:
@@ -64,7 +66,7 @@ def baseline_decoder(revision: str) -> Callable[[int], TaskBody]:
         sys.modules.update(ours)
 
 
-def batches(records: list[tuple[bytes | None, bytes | None]]) -> list[pa.RecordBatch]:
+def batches(records: Sequence[tuple[bytes | None, bytes | None]]) -> list[pa.RecordBatch]:
     """The records as Spark's Kafka source hands them to ``mapInArrow``."""
     out = []
     for lo in range(0, len(records), BATCH_ROWS):

@@ -26,12 +26,12 @@ from typing import Any
 
 from benchmarks.synthetic import W1, W1_5M, W2, Workload, backlog, group_metadata, produce
 from decoders import coordinator_partition, decode
+from streaming.decode.source import FETCH_OPTIONS
 from streaming.job import Monitor, spark_session
 from streaming.options import parse_args
-from streaming.source import FETCH_OPTIONS
 from testbed.broker import LocalKafka, run_kafka_tool
 from testbed.workload import Admin
-from tests.decoder_encoder import encode_key
+from tests.support.decoder_encoder import encode_key
 
 WORKLOADS = {"w1": W1, "w1-5m": W1_5M, "w2": W2}
 
@@ -155,7 +155,8 @@ def python_decode(bootstrap: str, topic: str, records: int) -> float:
 
 
 def records_counted(monitor: Monitor) -> float:
-    return sum(s.value for metric in monitor.exporter.registry.collect() if metric.name == "rebalance_monitor_records"
+    return sum(s.value for metric in monitor.instruments.registry.collect()
+               if metric.name == "rebalance_monitor_records"
                for s in metric.samples if s.name == "rebalance_monitor_records_total")
 
 

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 from kafka import KafkaConsumer, TopicPartition
@@ -127,7 +128,7 @@ class Churn(threading.Thread):
             while not self.stop_event.is_set():
                 visitor = Member(self.bootstrap, self.group, [self.topic], f"{self.group}-visitor").start()
                 try:
-                    wait_until(lambda m=visitor: m.joined or self.stop_event.is_set(), 120, "the visitor to join")
+                    wait_until(partial(self._joined_or_stopping, visitor), 120, "the visitor to join")
                     self.stop_event.wait(5)
                 finally:
                     visitor.leave()
@@ -135,6 +136,9 @@ class Churn(threading.Thread):
                 self.stop_event.wait(5)
         finally:
             steady.leave()
+
+    def _joined_or_stopping(self, member: Member) -> bool:
+        return member.joined or self.stop_event.is_set()
 
 
 class Committer(threading.Thread):

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from decoders import coordinator_partition
-from tests.decoder_encoder import encode_assignment, encode_key, encode_subscription, encode_value
+from tests.support.decoder_encoder import encode_assignment, encode_key, encode_subscription, encode_value
 
 Record = tuple[int, bytes, bytes]  # (partition of the topic, key, value)
 

@@ -14,7 +14,7 @@ tables; only what it leaves goes through the scalar ``decode``, so both paths ag
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +60,7 @@ _NUMERIC_COLUMNS = ("record_type", "partition", "offset", "leader_epoch", "commi
                     "expire_timestamp", "value_version")
 _TOPIC_ID_TAG = (1, 0, 16)  # one tagged field, tag 0, 16 bytes: the topic id of a 4.1+ commit
 
-BinaryColumn = pa.BinaryArray | pa.LargeBinaryArray | pa.ChunkedArray
+BinaryColumn: TypeAlias = pa.BinaryArray | pa.LargeBinaryArray | pa.ChunkedArray
 
 
 def row_of(result: Record | DecodeError) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def _view(array: pa.Array) -> _Column:
         offsets = np.frombuffer(offsets_buf, offset_type)[array.offset:array.offset + n + 1]
         offsets = offsets.astype(position_type, copy=False)
     valid = array.is_valid().to_numpy(zero_copy_only=False)
-    return _Column(array, valid, offsets[:-1], offsets[1:] - offsets[:-1], data)
+    return _Column(array, valid, offsets[:-1], np.diff(offsets), data)
 
 
 def _strings(column: _Column, mask: np.ndarray, tiling: np.ndarray, every_other: pa.Array) -> pa.Array:
@@ -175,7 +175,8 @@ class _Fast:
     def __init__(self, n: int, position_type: type) -> None:
         self.numeric = {name: np.zeros(n, SCHEMA.field(name).type.to_pandas_dtype()) for name in _NUMERIC_COLUMNS}
         self.masks = {name: np.zeros(n, bool) for name in ("done", "value", "epoch", "expire")}
-        self.tilings = {name: np.zeros(2 * n + 1, position_type) for name in ("group", "topic", "metadata")}
+        self.tilings: dict[str, np.ndarray] = {name: np.zeros(2 * n + 1, position_type)
+                                               for name in ("group", "topic", "metadata")}
 
     @property
     def done(self) -> np.ndarray:
@@ -289,10 +290,12 @@ TRIAGE_REASONS = ("null_key", "truncated_key", "malformed_key", "unknown_record_
                   "truncated_value", "unknown_value_version", "malformed_value")
 (_NULL_KEY, _TRUNCATED_KEY, _MALFORMED_KEY, _UNKNOWN_TYPE, _TRUNCATED_VALUE, _UNKNOWN_VERSION,
  _MALFORMED_VALUE) = range(1, 8)
-_WIDTHS = {INT8: 1, INT16: 2, UINT16: 2, INT32: 4, INT64: 8, UUID: 16}
-_LENGTH_PREFIXED = {STRING: False, NULLABLE_STRING: True, BYTES: False, NULLABLE_BYTES: True}  # -> nullable
+_WIDTHS: dict[Any, int] = {INT8: 1, INT16: 2, UINT16: 2, INT32: 4, INT64: 8, UUID: 16}
+# -> nullable
+_LENGTH_PREFIXED: dict[Any, bool] = {STRING: False, NULLABLE_STRING: True, BYTES: False, NULLABLE_BYTES: True}
 _MAX_STRING_LENGTH = 0x7FFF
 _KEY_STRING, _KEY_INT32 = 1, 2
+_KEY_KINDS: dict[Any, int] = {STRING: _KEY_STRING, INT32: _KEY_INT32}
 
 
 def _key_fields() -> np.ndarray:
@@ -308,7 +311,7 @@ def _key_fields() -> np.ndarray:
         if record_type < 0 or layout.flexible or layout.struct.tagged or fields[0].type is not STRING:
             raise AssertionError(f"key layout of type {record_type} is outside what triage reads")
         for i, field in enumerate(fields):
-            table[i, record_type] = {STRING: _KEY_STRING, INT32: _KEY_INT32}[field.type]
+            table[i, record_type] = _KEY_KINDS[field.type]
     return table
 
 
@@ -426,6 +429,7 @@ def _leading_fields(values: _Column, rows: np.ndarray, layout: Layout) -> np.nda
             continue
         if kind not in _LENGTH_PREFIXED and not isinstance(kind, Array):
             break
+        size: np.ndarray | int
         if layout.flexible:
             length, size, truncated, malformed = _varint(values.data, pos, end, live)
             length -= 1

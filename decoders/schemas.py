@@ -184,7 +184,7 @@ def _group_value(version: int) -> Layout:
     return Layout(struct(*fields), flexible=version >= 4)
 
 
-_GROUP_VALUES = {version: (_group_value(version),) for version in range(5)}
+_GROUP_VALUES: dict[int, tuple[Layout, ...]] = {version: (_group_value(version),) for version in range(5)}
 
 # --- KIP-848 consumer groups (types 3-8, 16) ---------------------------------------------------
 

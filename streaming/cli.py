@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from streaming.driver.config import DriverConfig
 from streaming.options import default, parse_args
 
 
@@ -24,8 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     elif command == "history":
         history_command(rest)
     elif command == "advise":
-        from streaming.advisor import advise_command
-        from streaming.statestore import load_snapshot
+        from streaming.advisor.command import advise_command
+        from streaming.groups.store import load_snapshot
 
         raise SystemExit(advise_command(rest, load=load_snapshot))
     elif command == "dead-letters":
@@ -42,24 +43,24 @@ def run_command(argv: list[str]) -> None:
 
 
 def history_command(argv: list[str]) -> None:
-    from streaming.history import print_history
+    from streaming.logs.events import print_history
 
     parser = argparse.ArgumentParser(prog="rebalance-monitor history",
                                      description="Print a group's generation timeline from the event log.")
     parser.add_argument("--group", required=True)
     parser.add_argument("--event-log", type=Path, default=None,
                         help="Parquet event log (default: CHECKPOINT_DIR/events)")
-    parser.add_argument("--checkpoint-dir", type=Path, default=default("checkpoint_dir"))
+    parser.add_argument("--checkpoint-dir", type=Path, default=default(DriverConfig, "checkpoint_dir"))
     args = parser.parse_args(argv)
     print_history(args.event_log or args.checkpoint_dir / "events", args.group, sys.stdout)
 
 
 def dead_letters_command(argv: list[str]) -> None:
-    from streaming.dead_letters import print_dead_letters
+    from streaming.logs.dead_letters import print_dead_letters
 
     parser = argparse.ArgumentParser(prog="rebalance-monitor dead-letters",
                                      description="Print the newest undecodable records the job kept, bytes in hex.")
-    parser.add_argument("--checkpoint-dir", type=Path, default=default("checkpoint_dir"))
+    parser.add_argument("--checkpoint-dir", type=Path, default=default(DriverConfig, "checkpoint_dir"))
     parser.add_argument("--limit", type=int, default=50)
     args = parser.parse_args(argv)
     print_dead_letters(args.checkpoint_dir / "monitor" / "dead-letters", sys.stdout, args.limit)

@@ -45,13 +45,13 @@ def main(argv: list[str] | None = None) -> None:
     bootstrap = args.bootstrap_server or f"127.0.0.1:{DEMO_PORT}"
     defaults = ["--cluster", "demo", "--trigger-seconds", "2"] if demo else []
     options = parse_args(["--bootstrap-server", bootstrap, *defaults, *job_args], prog="python -m testbed.demo_run")
-    if not args.no_prometheus and options.metrics_port == 0:
+    if not args.no_prometheus and options.metrics.port == 0:
         raise SystemExit("python -m testbed.demo_run: Prometheus needs a fixed --metrics-port, not 0")
     with ExitStack() as stack:
         if demo:
             start_demo_cluster(stack)
         if not args.no_prometheus:
-            start_prometheus(stack, args, options.metrics_port)
+            start_prometheus(stack, args, options.metrics.port)
         run(options)  # until Ctrl-C; the stack then stops the rest in reverse order
 
 

@@ -78,7 +78,7 @@ def _slow(assignor: type, delay_ms: int) -> type:
 
     def assign(self: Any, cluster: Any, members: Any) -> Any:
         time.sleep(delay_ms / 1000)
-        return super(slow, self).assign(cluster, members)
+        return super(slow, self).assign(cluster, members)  # type: ignore[arg-type]  # slow is a class, made below
 
     slow = type(f"Slow{assignor.__name__}", (assignor,), {"assign": assign})
     return slow

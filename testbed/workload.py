@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -165,7 +166,7 @@ def start_members(members: Iterable[Member], timeout: float = 60) -> list[Member
     started = []
     for member in members:
         started.append(member.start())
-        wait_until(lambda m=member: m.joined, timeout, f"{member.client_id} to join {member.group}")
+        wait_until(partial(_joined, member), timeout, f"{member.client_id} to join {member.group}")
     return started
 
 
@@ -300,3 +301,6 @@ class RateProducer(threading.Thread):
         self._stop_event.set()
         self.join(10)
 
+
+def _joined(member: Member) -> bool:
+    return member.joined

@@ -109,7 +109,7 @@ def spark() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def monitor(spark: object, kafka_broker: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The real monitor job, shared: tests use their own group names and read its /metrics."""
-    from tests.monitor_helpers import start_monitor
+    from tests.support.monitor_helpers import start_monitor
 
     job = start_monitor(spark, kafka_broker.bootstrap, tmp_path_factory.mktemp("monitor"))
     yield job

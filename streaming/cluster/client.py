@@ -1,0 +1,270 @@
+"""kafka-python settings from the ``kafka.*`` options given to Spark's Kafka source.
+
+The lag poller must reach the same cluster, as the same principal, as the job's reader;
+so it takes its security settings from the one place the operator writes them. Options
+are Java client names; kafka-python spells and stores some differently:
+
+* ``security.protocol``, ``sasl.mechanism``, ``sasl.kerberos.service.name`` map directly;
+* ``sasl.jaas.config`` of the PLAIN and SCRAM login modules gives the user name and
+  password (GSSAPI uses the process's Kerberos credentials; OAUTHBEARER needs a token
+  provider object and is refused);
+* TLS files must be PEM (``ssl.truststore.type=PEM``, ``ssl.keystore.type=PEM``, which Java
+  clients read as well since Kafka 2.7): Python's ssl module cannot read JKS or PKCS12
+  stores, so those are refused with a message saying what to do rather than failing at
+  the first connection;
+* ``ssl.endpoint.identification.algorithm`` empty turns host name checking off.
+
+No option value is ever logged or put in an error message: passwords live there.
+
+The mapping, Java option -> kafka-python setting:
+
+=========================================  =====================================================
+``security.protocol``                      ``security_protocol``
+``sasl.mechanism``                         ``sasl_mechanism``
+``sasl.kerberos.service.name``             ``sasl_kerberos_service_name``
+``sasl.jaas.config`` (PLAIN, SCRAM)        ``sasl_plain_username``, ``sasl_plain_password``
+``ssl.truststore.location`` (PEM)          ``ssl_cafile``
+``ssl.keystore.location`` (PEM)            ``ssl_certfile`` and ``ssl_keyfile``
+``ssl.key.password``                       ``ssl_password``
+``ssl.endpoint.identification.algorithm``  ``ssl_check_hostname`` (empty: False)
+=========================================  =====================================================
+
+:func:`check_access` is the job's pre-flight: kafka-python retries a refused login until
+its bootstrap times out and Spark's source keeps retrying too, so a wrong password would
+otherwise show as a job that never makes progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import ssl
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_DIRECT = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.kerberos.service.name": "sasl_kerberos_service_name",
+    "ssl.key.password": "ssl_password",
+}
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+_PASSWORD_MODULES = ("PlainLoginModule", "ScramLoginModule")
+_REFUSED = ("ssl.truststore.certificates", "ssl.keystore.certificate.chain", "ssl.keystore.key")
+
+
+class UnsupportedKafkaOption(ValueError):
+    """A ``kafka.*`` option the poller cannot honour in kafka-python."""
+
+
+def client_config_from_kafka_options(kafka_options: dict[str, str]) -> dict[str, Any]:
+    """kafka-python client settings equivalent to the ``kafka.*`` security options.
+
+    Options that only tune the Java client (buffer sizes, timeouts) are not carried over;
+    security options that cannot be carried over raise :class:`UnsupportedKafkaOption`.
+    """
+    options = {name.removeprefix("kafka."): value for name, value in kafka_options.items()}
+    config: dict[str, Any] = {kafka_python: options[java] for java, kafka_python in _DIRECT.items()
+                              if java in options}
+    for name in _REFUSED:
+        if name in options:
+            raise UnsupportedKafkaOption(f"kafka.{name}: inline PEM is not supported by the lag poller; "
+                                         "give the PEM file's path in the matching .location option")
+    if "sasl.jaas.config" in options:
+        config.update(_jaas_credentials(options["sasl.jaas.config"]))
+    if config.get("sasl_mechanism", "").upper() == "OAUTHBEARER":
+        raise UnsupportedKafkaOption("sasl.mechanism=OAUTHBEARER: the lag poller (kafka-python) needs a "
+                                     "token provider object, which Kafka options cannot describe")
+    if "ssl.truststore.location" in options:
+        _require_pem(options, "truststore")
+        config["ssl_cafile"] = options["ssl.truststore.location"]
+    if "ssl.keystore.location" in options:
+        # A PEM key store holds the private key and its certificate chain in one file.
+        _require_pem(options, "keystore")
+        config["ssl_certfile"] = options["ssl.keystore.location"]
+        config["ssl_keyfile"] = options["ssl.keystore.location"]
+    if "ssl.endpoint.identification.algorithm" in options:
+        config["ssl_check_hostname"] = options["ssl.endpoint.identification.algorithm"].strip() != ""
+    return config
+
+
+def _jaas_credentials(jaas: str) -> dict[str, str]:
+    module = jaas.strip().split(None, 1)[0] if jaas.strip() else ""
+    if not module.endswith(_PASSWORD_MODULES):
+        return {}  # e.g. Kerberos: kafka-python uses the process's ticket cache or keytab
+    values = {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+              for m in _JAAS_OPTION.finditer(jaas[len(module):])}
+    if "username" not in values or "password" not in values:
+        raise UnsupportedKafkaOption(f"kafka.sasl.jaas.config: {module.rsplit('.', 1)[-1]} without "
+                                     "username and password")
+    unescape = re.compile(r"\\(.)")
+    return {"sasl_plain_username": unescape.sub(r"\1", values["username"]),
+            "sasl_plain_password": unescape.sub(r"\1", values["password"])}
+
+
+def _require_pem(options: dict[str, str], store: str) -> None:
+    kind = options.get(f"ssl.{store}.type", "JKS").strip().upper()
+    if kind != "PEM":
+        raise UnsupportedKafkaOption(
+            f"kafka.ssl.{store}.type={kind}: the lag poller (kafka-python) reads PEM files only; convert the "
+            f"{store} (keytool -importkeystore to PKCS12, then openssl pkcs12 -nodes to PEM) and set "
+            f"kafka.ssl.{store}.type=PEM, which Spark's Kafka source reads too")
+
+
+class KafkaAccessError(RuntimeError):
+    """The cluster refused the job's credentials or TLS settings: retrying cannot help."""
+
+
+_SECRET_SETTINGS = ("sasl_plain_password", "ssl_password")
+_CLOSED_LOGINS = 3  # connections closed by the broker mid-login before that counts as a refusal
+_SECRET_OPTION = re.compile(r"password|secret|jaas|token", re.IGNORECASE)
+
+
+def secret_values(kafka_options: Mapping[str, str]) -> list[str]:
+    """Values that must never be printed: passwords, secrets, tokens and JAAS configurations,
+    and the passwords inside those configurations (longest first, so redaction is whole)."""
+    found = {value for name, value in kafka_options.items() if _SECRET_OPTION.search(name) and value}
+    for name, value in kafka_options.items():
+        if name.removeprefix("kafka.") == "sasl.jaas.config":
+            found.update(v for m in _JAAS_OPTION.finditer(value) if m.group(1).lower() != "username"
+                         for v in [m.group(2) if m.group(2) is not None else m.group(3)] if v)
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` with every one of ``secrets`` replaced by ``***``."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic: str,
+                 timeout_s: float = 10.0) -> bool:
+    """Bootstrap and read ``topic``'s metadata as the job will; False if no broker answered.
+
+    Raises :class:`KafkaAccessError` (naming the cause: authentication, TLS or authorization)
+    when the cluster refused the settings; an unreachable cluster is left to the job's own
+    retries, since brokers come back but a wrong password does not.
+    """
+    from kafka import KafkaAdminClient
+    from kafka import errors as Errors
+
+    secrets = [str(client_config[k]) for k in _SECRET_SETTINGS if client_config.get(k)]
+    with _client_errors() as seen:
+        try:
+            # Retries at least every second: each refused attempt is one more chance to hear why.
+            admin = KafkaAdminClient(**{"bootstrap_servers": bootstrap_servers,
+                                        "client_id": "rebalance-monitor-preflight",
+                                        "bootstrap_timeout_ms": int(timeout_s * 1000),
+                                        "request_timeout_ms": int(timeout_s * 1000),
+                                        "reconnect_backoff_max_ms": 1000, **client_config})
+        except Errors.KafkaTimeoutError as exc:
+            seen.append(exc)
+            admin = None
+    if admin is not None:
+        try:
+            admin.describe_topics([topic])
+        except Errors.UnknownTopicOrPartitionError:
+            pass  # the offsets topic is created with the first group; the source waits for it
+        except Errors.AuthorizationError as exc:
+            raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers}: authorization failed, the job's principal "
+                                          f"may not describe topic {topic!r} ({exc})", secrets)) from None
+        finally:
+            admin.close()
+        return True
+    cause = _refusal(seen, str(client_config.get("security_protocol", "")).upper().startswith("SASL"))
+    if cause is not None:
+        raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers} refused the job's settings: {cause}", secrets))
+    log.warning("no broker at %s answered within %.0fs; the job starts and keeps retrying", bootstrap_servers,
+                timeout_s)
+    return False
+
+
+def _refusal(errors: list[BaseException], sasl: bool) -> str | None:
+    """What in the client's errors says the settings are wrong rather than the brokers away."""
+    from kafka import errors as Errors
+
+    for exc in (link for error in errors for link in _chain(error)):
+        if isinstance(exc, Errors.SaslAuthenticationFailedError):
+            return f"authentication failed (SASL): {exc}; check kafka.sasl.jaas.config and kafka.sasl.mechanism"
+        if isinstance(exc, Errors.AuthorizationError):
+            return f"authorization failed: {exc}"
+        if isinstance(exc, ssl.SSLError):
+            return (f"TLS handshake failed: {exc}; check kafka.ssl.truststore.location (the CA that signed "
+                    "the brokers' certificates) and kafka.ssl.endpoint.identification.algorithm")
+    connection_errors = list({id(exc): exc for exc in errors if isinstance(exc, Errors.KafkaConnectionError)}.values())
+    if (sasl and len(connection_errors) >= _CLOSED_LOGINS
+            and all("socket disconnected" in str(exc) for exc in connection_errors)):
+        # The broker answers a refused login and closes the connection; kafka-python often takes
+        # the close before the answer (seen on every attempt of a run under load). A broker that
+        # is down refuses the connection instead, and one that accepts the login keeps it open.
+        return (f"authentication failed (SASL): the broker closed all {len(connection_errors)} connections "
+                "during the login, as it does after refusing credentials; check kafka.sasl.jaas.config and "
+                "kafka.sasl.mechanism")
+    return None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during (kafka-python wraps TLS errors)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+@contextmanager
+def _client_errors() -> Iterator[list[BaseException]]:
+    """Exceptions kafka-python reports while it retries: its bootstrap gives up with a bare
+    timeout, and the cause (a refused login, a failed handshake) is only in what it logs."""
+    seen: list[BaseException] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            args = record.args if isinstance(record.args, tuple) else ()
+            seen.extend(a for a in args if isinstance(a, BaseException))
+            if record.exc_info and record.exc_info[1] is not None:
+                seen.append(record.exc_info[1])
+
+    handler = Collect()
+    client_log = logging.getLogger("kafka")
+    level, propagate = client_log.level, client_log.propagate
+    if client_log.getEffectiveLevel() > logging.WARNING:
+        # Logging configured quieter: hear the client's warnings, still print none of them.
+        client_log.setLevel(logging.WARNING)
+        client_log.propagate = False
+    client_log.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        client_log.removeHandler(handler)
+        client_log.setLevel(level)
+        client_log.propagate = propagate
+
+
+class LazyClient:
+    """A kafka-python client made at its first use and closed quietly: construction does no I/O, a
+    failed client is dropped (:meth:`close`) and made afresh at the next use."""
+
+    def __init__(self, factory: Callable[..., Any], config: Mapping[str, Any], what: str) -> None:
+        self._factory = factory
+        self._config = dict(config)
+        self._what = what
+        self._client: Any = None
+
+    def get(self) -> Any:
+        if self._client is None:
+            self._client = self._factory(**self._config)
+        return self._client
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:
+                log.debug("closing the %s failed", self._what, exc_info=True)

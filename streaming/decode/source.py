@@ -1,0 +1,96 @@
+"""Spark's Kafka source on the offsets topic, decoded in the executors by :mod:`streaming.decode.stage`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streaming.cluster.config import KafkaConfig
+from streaming.decode.config import JOB_GROUP_PREFIX, SourceConfig
+from streaming.decode.stage import make_decoder
+from streaming.protocol import STAGE_SCHEMA
+from streaming.settings import OptionError, flag
+
+# Fetch sizes of the source's consumers: a fetch per partition at a time, 1 MiB each by default,
+# made a micro-batch over 50 partitions mostly round trips (docs/benchmarks.md has the measurements).
+FETCH_OPTIONS = {
+    "kafka.max.partition.fetch.bytes": str(8 << 20),
+    "kafka.fetch.max.bytes": str(64 << 20),
+    "kafka.receive.buffer.bytes": str(4 << 20),
+    # Every record a batch reads exists already; a consumer's prefetch sent past the end of a
+    # partition would otherwise park the next batch's first poll on it for up to 500 ms, per
+    # partition in turn (slow trickles of data made batches slower than fast streams).
+    "kafka.fetch.max.wait.ms": "10",
+}
+
+
+def source_options(kafka: KafkaConfig, source: SourceConfig) -> dict[str, str]:
+    """Every option of the Kafka source; ``--kafka.*`` options from the command line win."""
+    settings = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "subscribe": source.topic,
+        "startingOffsets": source.starting_offsets,
+        "failOnDataLoss": "false",
+        # Aborted commits must not count; open transactions hold a partition back (see README).
+        "kafka.isolation.level": "read_committed",
+        "groupIdPrefix": JOB_GROUP_PREFIX.rstrip("-"),
+        **FETCH_OPTIONS,
+    }
+    if source.max_offsets_per_trigger:
+        settings["maxOffsetsPerTrigger"] = str(source.max_offsets_per_trigger)
+    settings.update(kafka.kafka_options)
+    return settings
+
+
+def decoded_stream(spark: Any, kafka: KafkaConfig, source: SourceConfig) -> Any:
+    """The decoded, group-filtered stream: :data:`~streaming.protocol.STAGE_SCHEMA` rows.
+
+    The source's partitions (one per topic partition) are coalesced to the cores first, so a
+    micro-batch pays PySpark's fixed per-task set-up a few times, not once per partition.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    reader = spark.readStream.format("kafka")
+    for name, value in source_options(kafka, source).items():
+        reader = reader.option(name, value)
+    raw = reader.load().select("key", "value", "partition", "offset", "timestamp")
+    decoder = make_decoder(source.dead_letter_max)
+    decoded = raw.coalesce(spark.sparkContext.defaultParallelism).mapInArrow(decoder, from_arrow_schema(STAGE_SCHEMA))
+    return decoded.where(F.col("group").isNull() | group_filter(source))
+
+
+def group_filter(source: SourceConfig) -> Any:
+    """The groups the job reports on, as a Spark column: ``rlike`` is Java's regex, as the options say."""
+    from pyspark.sql import functions as F
+
+    return F.col("group").rlike(source.include_groups) & ~F.col("group").rlike(source.exclude_groups)
+
+
+def excluded_groups(spark: Any, groups: set[str], source: SourceConfig) -> set[str]:
+    """Groups in restored state that the current filters leave out (the filters changed since)."""
+    if not groups:
+        return set()
+    frame = spark.createDataFrame([(g,) for g in sorted(groups)], "group string")
+    return groups - {row[0] for row in frame.where(group_filter(source)).collect()}
+
+
+def validate_group_patterns(source: SourceConfig, spark: Any) -> None:
+    """Compile the group regexes with java.util.regex in Spark's JVM: the engine ``rlike`` runs.
+
+    Python's ``re`` would both reject valid Java patterns (``\\p{Alpha}``, ``\\Q...\\E``) and
+    accept ones Java refuses, so the JVM is the judge; call it once the session exists.
+    """
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import IllegalArgumentException
+
+    pattern_class = spark.sparkContext._jvm.java.util.regex.Pattern
+    for name in ("include_groups", "exclude_groups"):
+        try:
+            pattern_class.compile(getattr(source, name))
+        # PatternSyntaxException: pyspark converts it to its IllegalArgumentException once a
+        # session has patched py4j, plain py4j raises Py4JJavaError.
+        except (IllegalArgumentException, Py4JJavaError) as exc:
+            java = getattr(exc, "java_exception", None)
+            message = str(java.getMessage() if java is not None else exc).splitlines()[0]
+            raise OptionError(f"{flag(source, name)} {getattr(source, name)!r} is not a valid Java regex: "
+                              f"{message}") from exc

@@ -1,0 +1,40 @@
+"""The running job itself: checkpoint, event log, trigger, restarts, Spark master and connector jars."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streaming.settings import Config, not_negative, positive, setting
+
+
+@dataclass(frozen=True)
+class DriverConfig(Config):
+    checkpoint_dir: Path = field(default=Path(".local/checkpoint"), metadata=setting(
+        "Spark checkpoint (offsets + per-group state); restart resumes from it", type=Path))
+    event_log: Path | None = field(default=None, metadata=setting(
+        "Parquet rebalance event log (default: CHECKPOINT_DIR/events)", type=Path))
+    trigger_seconds: float = field(default=5.0, metadata=setting("micro-batch interval", type=float))
+    query_retry_seconds: float = field(default=3600.0, metadata=setting(
+        "after the streaming query fails (a batch's read outlasting the source's poll timeout, a failing "
+        "checkpoint or event-log volume), start it again from the checkpoint, with backoff, for up to this "
+        "long without a batch; then exit non-zero (0: exit at the first failure)", type=float))
+    state_partitions: int = field(default=8, metadata=setting(
+        "Spark shuffle partitions of the state store; fixed once a checkpoint exists", type=int))
+    master: str | None = field(default=None, metadata=setting(
+        "Spark master when started outside spark-submit (default local[*])"))
+    jars_dir: Path | None = field(default=None, metadata=setting(
+        "directory with Spark's Kafka connector jars (default: $REBALANCE_MONITOR_JARS, else build/jars of a "
+        "source checkout)", type=Path))
+
+    def problems(self) -> list[str]:
+        return [*positive(self, "trigger_seconds", "state_partitions"), *not_negative(self, "query_retry_seconds")]
+
+    @property
+    def event_log_path(self) -> Path:
+        return self.event_log or self.checkpoint_dir / "events"
+
+    @property
+    def monitor_dir(self) -> Path:
+        """The group stage's part of the checkpoint (state, dead letters), beside Spark's own."""
+        return self.checkpoint_dir / "monitor"

@@ -1,0 +1,89 @@
+"""What the driver does with a group once a batch changed it: its series, its lag, the advisor.
+
+The group stage hands over summaries and offsets; :class:`Publisher` renders the group series
+(:mod:`streaming.metrics.groups`) into the exporter, gives the lag series what lag is computed
+over (:mod:`streaming.metrics.lag`, which tells the lag tracker what to poll) and offers the
+group to the assignor advisor, whose results it renders back. The exporter only stores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+
+from streaming.advisor.background import AdvisorPass
+from streaming.groups.stage import GroupOffsets, GroupStage
+from streaming.lag.tracker import LagTracker
+from streaming.metrics.exporter import Exporter
+from streaming.metrics.groups import (
+    ADVISOR_FAMILY,
+    GROUP_FAMILIES,
+    GROUP_NAMES,
+    OFFSET_FAMILIES,
+    advice_lines,
+    group_lines,
+)
+from streaming.metrics.instruments import JobMetrics
+from streaming.metrics.lag import LAG_FAMILIES, LagSeries, member_partitions
+from streaming.protocol import GroupSummary, TopicPartition
+
+
+class Publisher:
+    """Publishes changed and removed groups to the metrics and the advisor."""
+
+    def __init__(self, exporter: Exporter, lag: LagSeries, instruments: JobMetrics,
+                 advisor: AdvisorPass | None = None, per_partition: bool = True) -> None:
+        self.exporter = exporter
+        self.lag = lag
+        self.instruments = instruments
+        self.advisor = advisor
+        self.per_partition = per_partition
+        self.cluster = instruments.cluster
+
+    def update(self, stage: GroupStage, group: str, now_ms: int) -> None:
+        """Re-render one group's series from the stage's summary, committed offsets and assignments."""
+        self.publish(stage.summary(group, now_ms), stage.offsets.get(group), stage.assignments(group))
+
+    def publish(self, summary: GroupSummary, offsets: GroupOffsets | None,
+                assignments: Mapping[str, Sequence[TopicPartition]] | None = None) -> None:
+        """One group's series from its summary, committed offsets and members' partitions (by owner key)."""
+        group = summary.group
+        committed = {tp: entry.offset for tp, entry in offsets.offsets.items()} if offsets else {}
+        lines = group_lines(self.cluster, summary, committed, offsets.commits_total if offsets else 0,
+                            self.per_partition)
+        self.exporter.put(group, lines, GROUP_NAMES)
+        self.lag.update(group, committed, member_partitions(summary, assignments))
+        if self.advisor is not None:
+            self.advisor.offer(summary, assignments)
+
+    def remove(self, group: str) -> None:
+        """A deleted or expired group: the lag series first, so a lag refresh cannot put it back."""
+        self.lag.remove(group)
+        self.exporter.remove(group)
+        if self.advisor is not None:
+            self.advisor.forget(group)
+
+    def publish_advice(self, group: str, ratios: Mapping[str, float] | None) -> None:
+        """The advisor pass's result (its own thread): into the group's series while it is exported."""
+        self.exporter.put(group, advice_lines(self.cluster, group, ratios), (ADVISOR_FAMILY.name,), if_present=True)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Around a batch's fold (see :meth:`streaming.metrics.lag.LagSeries.batch`)."""
+        with self.lag.batch():
+            yield
+
+
+def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "partition",
+                     max_series: int | None = None) -> Publisher:
+    """The metrics side of the job wired together: instruments, exporter, lag series, publisher.
+
+    The lag series re-render after each poll round and then refresh the job's input lag; the
+    exporter serves the lag series' scrape-time text after the cached group series.
+    """
+    per_partition = lag_granularity == "partition"
+    instruments = JobMetrics(cluster, tracker)
+    exporter = Exporter((*GROUP_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES), instruments, max_series)
+    lag = LagSeries(cluster, tracker, exporter, per_partition, on_refresh=[instruments.refresh_input_lag])
+    exporter.add_source(lag.text)
+    return Publisher(exporter, lag, instruments, per_partition=per_partition)

@@ -1,0 +1,174 @@
+"""The streaming query as a component: restored from the checkpoint, started, drained, stopped, restarted.
+
+Each start first reloads the group stage from the state of the last batch Spark committed
+(:meth:`streaming.groups.store.StateStore.load`) and publishes it, so ``/metrics`` serves
+every group before the first batch, and a restart after a failure resumes exactly as a new
+process would. Failures reach Spark as one short line (see :func:`short_errors`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from streaming.cluster.metadata import TopicNames
+from streaming.decode.source import decoded_stream, excluded_groups, validate_group_patterns
+from streaming.driver.progress import ProgressListener
+from streaming.driver.publish import Publisher
+from streaming.driver.sink import BatchSink
+from streaming.groups.stage import StageLimits
+from streaming.groups.store import StateStore, last_committed_batch
+from streaming.logs.dead_letters import DeadLetterLog
+from streaming.logs.events import EventLog
+from streaming.options import JobOptions
+
+log = logging.getLogger("rebalance_monitor")
+
+# SIGINT/SIGTERM: the batch in flight gets DRAIN_SECONDS to finish before it is cancelled (a kill at
+# any point leaves the checkpoint valid: tests/scenarios/test_faults.py kills the driver mid-batch).
+DRAIN_SECONDS = 10
+
+# Spark runs a regex that recurses once per character over a failed foreachBatch's error (see
+# short_errors); on a default thread stack it overflowed at 2,000 characters.
+MAX_ERROR_CHARS = 600
+
+
+class BatchFailed(RuntimeError):
+    """A micro-batch's failure, as the few lines Spark gets back from the Python side."""
+
+
+def error_head(exc: BaseException) -> str:
+    """``exc`` as Python prints its last line, without the Java stack trace a Py4JJavaError carries."""
+    kind = type(exc)
+    try:
+        text = str(exc)  # a Py4JJavaError asks the JVM for its text
+    except Exception:
+        text = str(exc.args[0]) if exc.args else ""
+    lines = f"{kind.__module__}.{kind.__qualname__}: {text}".splitlines()
+    return "\n".join(itertools.takewhile(lambda line: not line.startswith("\tat "), lines))[:MAX_ERROR_CHARS]
+
+
+def short_errors(sink: Any, stopping_run: Callable[[], str | None]) -> Any:
+    """``sink`` as a foreachBatch function whose failures reach Spark as a short line.
+
+    When a stop cancels a batch, Spark tells its own interruption from a real failure by matching
+    the foreachBatch error's text (``StreamExecution.isInterruptionException``), first with a regex
+    that recurses once per character (``PROXY_ERROR``, ``((.|\\r\\n|\\r|\\n)*)``). The whole
+    Python traceback, with the Java stack trace of the cancelled collect in it, overflowed the stream
+    thread's stack (StackOverflowError in java.util.regex): the query died instead of stopping, and
+    the stop hung. So a failure reaches Spark as one short line; while the job stops
+    (``stopping_run`` gives the query's run id, its job group) the line is what Spark takes for a
+    cancelled job group, and the query ends as stopped.
+    """
+    def batch(df: Any, batch_id: int) -> None:
+        try:
+            sink(df, batch_id)
+        except Exception as exc:
+            run_id = stopping_run()
+            if run_id is not None:
+                log.info("batch %d cancelled by the stop; Spark runs it again on restart", batch_id)
+                raise BatchFailed(f"org.apache.spark.SparkException: batch {batch_id} cancelled, "
+                                  f"job group {run_id} stopped") from None
+            log.error("batch %d failed", batch_id, exc_info=True)
+            raise BatchFailed(error_head(exc)) from None
+
+    return batch
+
+
+class QueryRunner:
+    """The streaming query and its sink; a component (see :mod:`streaming.lifecycle`)."""
+
+    name = "streaming-query"
+
+    def __init__(self, spark: Any, options: JobOptions, publisher: Publisher, event_log: EventLog,
+                 topic_names: TopicNames) -> None:
+        self.spark = spark
+        self.options = options
+        self.publisher = publisher
+        self.event_log = event_log
+        self.topic_names = topic_names
+        self.state_store = StateStore(options.driver.monitor_dir / "state")
+        self.sink: BatchSink | None = None
+        self.query: Any = None
+        self._listener: ProgressListener | None = None
+        self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
+        self.drain_seconds: float = DRAIN_SECONDS
+
+    def start(self) -> None:
+        validate_group_patterns(self.options.source, self.spark)
+        self._restore()
+        self._start_query()
+
+    def restart(self) -> None:
+        """Start the failed query again from the checkpoint, as a new process would: the group stage is
+        reloaded from the state of the last committed batch, whatever a failed batch left in memory."""
+        self._remove_listener()
+        self.publisher.instruments.query_restarts.labels(self.publisher.cluster).inc()
+        self._restore()
+        self._start_query()
+
+    def failure(self) -> str | None:
+        """The failed query's error, None while it runs or once it was stopped."""
+        try:  # the JVM may be gone: then there is no query to ask
+            failure = self.query.exception()
+        except Exception:
+            return None
+        return None if failure is None else str(failure)
+
+    def _restore(self) -> None:
+        """The group stage and the sink from the state of the last batch Spark committed."""
+        options = self.options
+        started = time.monotonic()
+        limits = StageLimits.from_config(options.groups, options.source.dead_letter_max)
+        stage = self.state_store.load(last_committed_batch(options.driver.checkpoint_dir / "spark"), limits=limits)
+        stage.forget(excluded_groups(self.spark, stage.groups, options.source))
+        dead_letters = DeadLetterLog(options.driver.monitor_dir / "dead-letters", options.source.topic,
+                                     options.source.dead_letter_max)
+        self.sink = BatchSink(options.groups, stage, self.state_store, self.publisher, self.event_log, dead_letters,
+                              self.topic_names)
+        log.info("restored %d groups from the checkpoint in %.2fs", len(stage.groups), time.monotonic() - started)
+
+    def _start_query(self) -> None:
+        options, sink = self.options, self.sink
+        assert sink is not None
+        self._listener = ProgressListener(self.publisher.instruments, lambda: self.query.id if self.query else None,
+                                          lambda: sink.last_report)
+        self.spark.streams.addListener(self._listener)
+        checkpoint = options.driver.checkpoint_dir
+        self.query = (decoded_stream(self.spark, options.kafka, options.source).writeStream
+                      # Unique per running job: one checkpoint never serves two jobs at once.
+                      .queryName(f"rebalance-monitor:{checkpoint.resolve()}")
+                      .option("checkpointLocation", str(checkpoint / "spark"))
+                      .trigger(processingTime=f"{options.driver.trigger_seconds} seconds")
+                      .foreachBatch(short_errors(sink, lambda: self._stopping_run))
+                      .start())
+
+    def _last_batch_id(self) -> int | None:
+        progress = self.query.lastProgress
+        return None if progress is None else progress["batchId"]
+
+    def stop(self) -> None:
+        """Stop between micro-batches if the one in flight ends within ``drain_seconds``, else cancel
+        it (Spark runs it again on restart). The JVM may have gone first (it got the signal too)."""
+        from py4j.protocol import Py4JError
+
+        try:
+            if self.query is not None:
+                in_flight = self._last_batch_id()
+                deadline = time.monotonic() + self.drain_seconds
+                while (self.query.isActive and self.query.status["isTriggerActive"]
+                       and self._last_batch_id() == in_flight and time.monotonic() < deadline):
+                    time.sleep(0.1)
+                self._stopping_run = str(self.query.runId)
+                self.query.stop()
+            self._remove_listener()
+        except (Py4JError, ConnectionError) as exc:
+            log.warning("Spark's JVM is gone, nothing left to stop there: %s", str(exc).splitlines()[0])
+
+    def _remove_listener(self) -> None:
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+            self._listener = None

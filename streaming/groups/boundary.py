@@ -1,0 +1,369 @@
+"""The rebalance definition: boundaries, rebalances, causes, departures, movement, churn.
+
+Boundaries: what the records call a completed assignment
+    Classic: every type 2 value (Kafka writes one only when a generation completes: at
+    the leader's SyncGroup, or with no members when the group goes Empty, or when a
+    static member is replaced in place). KIP-848: a type 6 value (target assignment
+    epoch); one coordinator write carries member records (5), the group epoch (3), the
+    changed target members (7) and then type 6, so at type 6 the target is complete.
+
+Definition of a rebalance (identical on Kafka 3.9 and 4.x)
+    A boundary **with at least one member** whose generation (classic) or target
+    assignment epoch (KIP-848) differs from the previous boundary's, once a baseline
+    exists. Consequences, each asserted in ``tests/test_state.py``:
+
+    * Baseline: the first boundary with members of a group (or of a re-created group)
+      is not a rebalance. 4.x writes a generation-0 record with ``protocolType ""``
+      when a classic group is created; it has no members, so it is not a baseline and
+      the first real assignment still is one, as on 3.9.
+    * Empty transition: a group whose previous boundary had members reaches one without
+      members (classic: the Empty record with generation + 1; KIP-848: the last
+      member's tombstones and group-epoch bump, with or without a target-assignment
+      record, whichever comes first). Counted in ``empty_transitions_total``, not a
+      rebalance; nothing "moves to nobody".
+    * Members coming back after Empty make one rebalance (cause ``members_joined``);
+      ownership history ends at Empty, so their partitions are assigned, not moved.
+    * Same generation, different content (a static member replaced under a new member
+      id, KIP-848 targets rewritten within an epoch, a protocol conversion carrying the
+      generation over): not a rebalance; the boundary is updated in place.
+    * Re-creation: a generation or group epoch that goes down (the group was deleted
+      and re-created while its tombstone was compacted away), or new metadata after a
+      tombstone that was not a protocol conversion. Counted in ``recreations_total``;
+      the next boundary with members is a fresh baseline.
+    * ``generations_advanced_total`` is the raw sum of upward steps of the classic
+      generation / KIP-848 group epoch (Empty records and merged KIP-848 epoch bumps
+      included; not the step from 4.x's generation 0) for whoever wants Kafka's own
+      numbers.
+
+Classic groups stuck mid-rebalance
+    Kafka writes nothing for PreparingRebalance / CompletingRebalance, so a classic group
+    waiting for a slow member to rejoin (up to its max.poll.interval.ms) or for the
+    leader's SyncGroup still shows its last generation and ``Stable``; the rebalance is
+    seen only when it completes.
+
+Movement rule (see :func:`_rebalance`)
+    moved = partitions whose new owner differs from the last owner that held them (a
+    partition left unassigned in between, as in cooperative-sticky's two-step rebalance,
+    keeps its last owner); a partition never owned before is assigned, not moved.
+    revoked/assigned compare each owner's holdings at the two boundaries.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from streaming.groups.model import (
+    BoundaryMember,
+    GroupSnapshot,
+    referenced_topic_ids,
+    subscribed_topics,
+)
+from streaming.protocol import DURATION_BUCKET_LABELS, REBALANCE_DURATION_BUCKETS, RebalanceEvent, TopicPartition
+
+# Member churn: joins and leaves kept for this long (the storm alert looks at 10 minutes;
+# an hour shows who kept coming and going) and at most this many per group.
+CHURN_WINDOW_MS = 3_600_000
+CHURN_LOG_CAP = 256
+
+
+def imbalance_ratio(partition_counts: Sequence[int]) -> float | None:
+    """Busiest member's partitions over the mean per member (idle members count).
+
+    1.0 is perfectly even; None without members; 1.0 with members but no partitions.
+    """
+    if not partition_counts:
+        return None
+    total = sum(partition_counts)
+    if total == 0:
+        return 1.0
+    return max(partition_counts) / (total / len(partition_counts))
+
+
+def _owner_imbalance(owners: Mapping[TopicPartition, str], members: Iterable[str]) -> float | None:
+    counts = Counter(owners.values())
+    everyone = set(members) | set(counts)
+    return imbalance_ratio([counts.get(m, 0) for m in sorted(everyone)])
+
+
+def _client_label(member: BoundaryMember) -> str:
+    """How a member is named for churn: client id and host (stable across restarts)."""
+    return f"{member.client_id}@{member.client_host}"
+
+
+# --------------------------------------------------------------------------- departures
+
+
+def classify_departure(
+    member: BoundaryMember, last_commit_ms: int | None, departed_ms: int
+) -> str:
+    """How a member left, inferred from its last offset commit (one of :data:`DEPARTURES`).
+
+    ``gap`` = ``departed_ms`` (when the coordinator removed it: KIP-848 = its
+    tombstones; classic = the end of the join phase that followed, the earliest time the
+    records give) − ``last_commit_ms`` (the latest commit on a partition it owned).
+    A member that stops polling commits nothing for max.poll.interval.ms before it is
+    removed (gap ≥ rebalance timeout → ``poll_timeout``); a crashed or partitioned one
+    is removed a session timeout after its last heartbeat, and it committed shortly
+    before (session timeout ≤ gap → ``session_timeout``); a member that closes commits
+    and leaves at once (gap < session timeout → ``left_cleanly``). ``unknown`` without
+    a commit time (it owned nothing, or commits are not known). This is an inference:
+    a manual-commit application committing rarely, or a classic join phase held open by
+    a slow member, can shift a member into a longer class.
+    """
+    if last_commit_ms is None:
+        return "unknown"
+    gap = departed_ms - last_commit_ms
+    if member.rebalance_timeout_ms is not None and gap >= member.rebalance_timeout_ms:
+        return "poll_timeout"
+    if member.session_timeout_ms is not None and gap >= member.session_timeout_ms:
+        return "session_timeout"
+    return "left_cleanly"
+
+
+def _last_commit(
+    snapshot: GroupSnapshot, owner: str, commits: Mapping[TopicPartition, int] | None
+) -> int | None:
+    """Latest commit time on a partition ``owner`` held at the last boundary (by topic name)."""
+    if commits is None:
+        return None
+    times = [
+        commits[key]
+        for (topic, p), held_by in snapshot.epoch_owners.items()
+        if held_by == owner and (key := (snapshot.topic_label(topic), p)) in commits
+    ]
+    return max(times, default=None)
+
+
+def metadata_arrives(snapshot: GroupSnapshot, group_type: str) -> None:
+    """Metadata after a tombstone: a protocol conversion, or a re-created group.
+
+    Kafka converts a group only while it has members, writing the old protocol's
+    tombstones and the new protocol's records together; a group is deleted only when
+    empty. So new metadata of the other type while the last boundary had members is a
+    conversion (boundary kept); anything else is a re-creation.
+    """
+    deleted, snapshot.deleted_type = snapshot.deleted_type, None
+    if deleted is None:
+        return
+    if deleted != group_type and snapshot.epoch_members:
+        return
+    _recreate(snapshot)
+
+
+def _recreate(snapshot: GroupSnapshot) -> None:
+    """The group was deleted and created again: a fresh baseline, counters kept."""
+    snapshot.recreations_total += 1
+    snapshot.baseline_taken = False
+    snapshot.last_generation = None
+    snapshot.epoch_generation = snapshot.epoch_type = snapshot.epoch_protocol = snapshot.epoch_leader = None
+    snapshot.epoch_owners = {}
+    snapshot.epoch_members = {}
+    snapshot.last_owner = {}
+
+
+def advance_generation(snapshot: GroupSnapshot, generation: int) -> None:
+    """Count the raw generation / group-epoch step; a step down is a re-creation.
+
+    Steps from 4.x's generation-0 creation record are not counted, so the total is
+    the same on 3.9, whose first value is already generation 1.
+    """
+    previous = snapshot.last_generation
+    if previous is not None and generation < previous:
+        _recreate(snapshot)
+    elif previous:
+        snapshot.generations_advanced_total += generation - previous
+    snapshot.last_generation = generation
+
+
+def move_boundary(
+    snapshot: GroupSnapshot,
+    generation: int,
+    owners: dict[TopicPartition, str],
+    members: dict[str, BoundaryMember],
+) -> None:
+    snapshot.epoch_generation = generation
+    snapshot.epoch_owners = owners
+    snapshot.epoch_members = members
+    snapshot.last_owner.update(owners)
+    _prune(snapshot)
+
+
+@dataclass(frozen=True)
+class When:
+    """Times of a boundary: the event time, when leavers were removed, the measured duration."""
+
+    time: int
+    departed: Mapping[str, int]
+    duration: int | None
+
+    def departed_at(self, owner: str) -> int:
+        return self.departed.get(owner, self.time)
+
+
+@dataclass(frozen=True)
+class CompletedAssignment:
+    """A completed assignment, as either protocol's records describe it."""
+
+    generation: int
+    owners: dict[TopicPartition, str]
+    members: dict[str, BoundaryMember]
+    protocol: str | None  # classic: the selected assignor; KIP-848: the server assignor most members ask for
+    leader: str | None  # classic only
+
+
+def boundary(
+    snapshot: GroupSnapshot, new: CompletedAssignment, at: When, commits: Mapping[TopicPartition, int] | None
+) -> list[RebalanceEvent]:
+    """Apply the rebalance definition to a completed assignment (see the module docstring)."""
+    if snapshot.baseline_taken and new.generation == snapshot.epoch_generation:
+        move_boundary(snapshot, new.generation, new.owners, new.members)  # same generation, rewritten
+        return []
+    events: list[RebalanceEvent] = []
+    if not snapshot.baseline_taken:
+        snapshot.baseline_taken = bool(new.members)
+    elif not new.members:
+        empty_transition(snapshot, at, commits)
+    else:
+        events.append(_rebalance(snapshot, new, at, commits))
+    snapshot.epoch_type = snapshot.group_type
+    snapshot.epoch_protocol, snapshot.epoch_leader = new.protocol, new.leader
+    move_boundary(snapshot, new.generation, new.owners, new.members)
+    return events
+
+
+def empty_transition(snapshot: GroupSnapshot, at: When, commits: Mapping[TopicPartition, int] | None) -> None:
+    """The last members left: counted apart, departures classified, no event."""
+    if not snapshot.epoch_members:
+        return
+    snapshot.empty_transitions_total += 1
+    for owner, member in snapshot.epoch_members.items():
+        how = classify_departure(member, _last_commit(snapshot, owner, commits), at.departed_at(owner))
+        snapshot.departures[how] = snapshot.departures.get(how, 0) + 1
+    _record_churn(snapshot, at.time, snapshot.epoch_members.values())
+
+
+def _rebalance(
+    snapshot: GroupSnapshot, new: CompletedAssignment, at: When, commits: Mapping[TopicPartition, int] | None
+) -> RebalanceEvent:
+    """Diff the new boundary against the previous one and bump the counters."""
+    old_owners, old_members, last_owner = snapshot.epoch_owners, snapshot.epoch_members, snapshot.last_owner
+    generation, owners, members = new.generation, new.owners, new.members
+    moved = sorted(
+        (snapshot.topic_label(topic), p)
+        for (topic, p), owner in owners.items()
+        if (topic, p) in last_owner and last_owner[(topic, p)] != owner
+    )
+    revoked = sum(1 for tp, owner in old_owners.items() if owners.get(tp) != owner)
+    assigned = sum(1 for tp, owner in owners.items() if old_owners.get(tp) != owner)
+    joined = sorted(set(members) - set(old_members))
+    left = sorted(set(old_members) - set(members))
+    departures = tuple(
+        classify_departure(old_members[o], _last_commit(snapshot, o, commits), at.departed_at(o)) for o in left
+    )
+    causes = _causes(snapshot, new)
+    event = RebalanceEvent(
+        group=snapshot.group,
+        group_type=snapshot.group_type,
+        old_generation=snapshot.epoch_generation if snapshot.epoch_generation is not None else generation,
+        new_generation=generation,
+        event_time_ms=at.time,
+        protocol=new.protocol,
+        leader=new.leader,
+        leader_changed="leader_changed" in causes,
+        members_joined=tuple(joined),
+        members_left=tuple(left),
+        member_count=len(members),
+        partitions_moved=len(moved),
+        moved_partitions=tuple(moved),
+        partitions_revoked=revoked,
+        partitions_assigned=assigned,
+        imbalance_before=_owner_imbalance(old_owners, old_members),
+        imbalance_after=_owner_imbalance(owners, members),
+        causes=causes,
+        departures=departures,
+        joined_clients=tuple(_client_label(members[o]) for o in joined),
+        left_clients=tuple(_client_label(old_members[o]) for o in left),
+        duration_ms=at.duration,
+    )
+    snapshot.rebalances_total += 1
+    snapshot.partitions_moved_total += len(moved)
+    snapshot.last_rebalance_ms = at.time
+    for cause in causes:
+        snapshot.rebalance_causes[cause] = snapshot.rebalance_causes.get(cause, 0) + 1
+    for how in departures:
+        snapshot.departures[how] = snapshot.departures.get(how, 0) + 1
+    if at.duration is not None:
+        _observe_duration(snapshot, at.duration)
+    _record_churn(snapshot, at.time, [members[o] for o in joined] + [old_members[o] for o in left])
+    return event
+
+
+def _observe_duration(snapshot: GroupSnapshot, duration_ms: int) -> None:
+    """Count one measured rebalance duration into its histogram bucket (first bound ≥ it)."""
+    seconds = duration_ms / 1000
+    index = next((i for i, bound in enumerate(REBALANCE_DURATION_BUCKETS) if seconds <= bound),
+                 len(REBALANCE_DURATION_BUCKETS))
+    label = DURATION_BUCKET_LABELS[index]
+    snapshot.rebalance_durations[label] = snapshot.rebalance_durations.get(label, 0) + 1
+    snapshot.rebalance_duration_sum_ms += duration_ms
+
+
+def _causes(snapshot: GroupSnapshot, new: CompletedAssignment) -> tuple[str, ...]:
+    """Why the group rebalanced, read from the difference with the previous boundary.
+
+    - ``members_joined`` / ``members_left``: an owner (instance id, else member id) is
+      in only one of the two boundaries.
+    - ``static_member_replaced``: a static member (same instance id in both) holds a
+      different member id: it restarted and took its place back within this rebalance.
+    - ``subscription_changed``: a member present in both subscribes to other topics.
+    - ``partitions_added``: the assignment holds a partition no member ever held, of a
+      topic whose other partitions were held before (partitions were added to a
+      subscribed topic; a newly subscribed topic is ``subscription_changed``).
+    - ``assignor_changed``: same protocol, another assignor (classic selected protocol;
+      KIP-848 the server assignor most members ask for).
+    - ``leader_changed``: the classic leader (by owner) differs from the previous one.
+    - ``protocol_converted``: the group changed between classic and KIP-848.
+    - ``unknown``: none of the above is visible in the records (a client forcing a
+      rejoin, a metadata refresh, a KIP-848 epoch bump with no member change).
+
+    After an Empty boundary (no members, assignor or leader) only ``members_joined``
+    and ``protocol_converted`` can apply.
+    """
+    old, owners, members, protocol, leader = snapshot.epoch_members, new.owners, new.members, new.protocol, new.leader
+    both = set(members) & set(old)
+    held_topics = {topic for topic, _ in snapshot.last_owner}
+    converted = snapshot.epoch_type is not None and snapshot.epoch_type != snapshot.group_type
+    checks = {
+        "members_joined": bool(set(members) - set(old)),
+        "members_left": bool(set(old) - set(members)),
+        "static_member_replaced": any(
+            members[o].instance_id and members[o].member_id != old[o].member_id for o in both
+        ),
+        "subscription_changed": any(members[o].subscription != old[o].subscription for o in both),
+        "partitions_added": any(tp not in snapshot.last_owner and tp[0] in held_topics for tp in owners),
+        "assignor_changed": not converted and bool(protocol and snapshot.epoch_protocol)
+        and protocol != snapshot.epoch_protocol,
+        "leader_changed": bool(leader and snapshot.epoch_leader) and leader != snapshot.epoch_leader,
+        "protocol_converted": converted,
+    }
+    causes = tuple(sorted(cause for cause, hit in checks.items() if hit))
+    return causes or ("unknown",)
+
+
+def _record_churn(snapshot: GroupSnapshot, time_ms: int, members: Iterable[BoundaryMember]) -> None:
+    """Remember who joined or left when, for the churn ranking; bounded in time and size."""
+    snapshot.churn.extend((time_ms, m.client_id, m.client_host) for m in members)
+    newest = max((t for t, _, _ in snapshot.churn), default=time_ms)
+    recent = [entry for entry in snapshot.churn if entry[0] > newest - CHURN_WINDOW_MS]
+    snapshot.churn = recent[-CHURN_LOG_CAP:]
+
+
+def _prune(snapshot: GroupSnapshot) -> None:
+    """Keep ``last_owner`` to referenced topics and ``topic_names`` to referenced ids."""
+    topics = {topic for topic, _ in snapshot.epoch_owners} | subscribed_topics(snapshot)
+    snapshot.last_owner = {tp: owner for tp, owner in snapshot.last_owner.items() if tp[0] in topics}
+    if snapshot.topic_names:
+        referenced = referenced_topic_ids(snapshot)
+        snapshot.topic_names = {t: n for t, n in snapshot.topic_names.items() if t in referenced}

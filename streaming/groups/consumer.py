@@ -1,0 +1,214 @@
+"""The KIP-848 consumer protocol's fold: group epoch, member, target and current-assignment records.
+
+Kafka writes a member's three records (subscription 5, target 7, current assignment 8)
+and tombstones them independently; the group epoch (3) moves when membership or
+subscriptions change, and the target assignment epoch (6) completes an assignment.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from decoders.records import Record, RecordType
+from streaming.groups.boundary import (
+    CompletedAssignment,
+    When,
+    advance_generation,
+    boundary,
+    empty_transition,
+    metadata_arrives,
+    move_boundary,
+)
+from streaming.groups.model import (
+    DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
+    BoundaryMember,
+    ConsumerMember,
+    ConsumerState,
+    CurrentAssignment,
+    GroupSnapshot,
+    MemberMetadata,
+    assignment_of,
+    learn_topic,
+    owners_of,
+)
+from streaming.protocol import CONSUMER, RebalanceEvent, TopicPartition
+
+_MEMBER_RECORDS = (RecordType.CONSUMER_GROUP_MEMBER_METADATA, RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                   RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+
+
+def apply_consumer(
+    snapshot: GroupSnapshot, record: Record, record_time_ms: int, commits: Mapping[TopicPartition, int] | None
+) -> list[RebalanceEvent]:
+    record_type, key, value = record.record_type, record.key, record.value
+    if value is None:
+        _consumer_tombstone(snapshot, record, record_time_ms)
+        return []
+    if snapshot.consumer is None:  # new KIP-848 group, or converted from classic
+        metadata_arrives(snapshot, CONSUMER)
+        snapshot.classic = None
+        snapshot.consumer = ConsumerState()
+    state = snapshot.consumer
+    if record_type == RecordType.CONSUMER_GROUP_METADATA:
+        _group_epoch(snapshot, state, int(value.get("epoch") or 0), record_time_ms, commits)
+    elif record_type == RecordType.CONSUMER_GROUP_PARTITION_METADATA:
+        for topic in value.get("topics") or ():
+            learn_topic(snapshot, topic.get("topicId"), topic.get("topicName"))
+    elif record_type == RecordType.CONSUMER_GROUP_MEMBER_METADATA:
+        classic = value.get("classicMemberMetadata")
+        session = classic.get("sessionTimeoutMs") if classic else None
+        state.member(key["memberId"]).metadata = MemberMetadata(
+            instance_id=value.get("instanceId"),
+            rack_id=value.get("rackId"),
+            client_id=value.get("clientId") or "",
+            client_host=value.get("clientHost") or "",
+            subscribed_topic_names=sorted(value.get("subscribedTopicNames") or ()),
+            subscribed_topic_regex=value.get("subscribedTopicRegex"),
+            rebalance_timeout_ms=value.get("rebalanceTimeoutMs"),
+            server_assignor=value.get("serverAssignor"),
+            # Absent, the tagged field decodes to Kafka's default (timeout 0).
+            classic_session_timeout_ms=session or None,
+        )
+    elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        return _target_epoch(snapshot, state, value.get("assignmentEpoch"), record_time_ms, commits)
+    elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+        member = state.member(key["memberId"])
+        member.target = assignment_of(value.get("topicPartitions"), "topicId")
+        _fold_settled_target(snapshot, state, member)
+    elif record_type == RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+        state.member(key["memberId"]).current = CurrentAssignment(
+            member_epoch=value.get("memberEpoch"),
+            previous_member_epoch=value.get("previousMemberEpoch"),
+            state=value.get("state"),
+            assigned=assignment_of(value.get("assignedPartitions"), "topicId"),
+            pending_revocation=assignment_of(value.get("partitionsPendingRevocation"), "topicId"),
+        )
+    # Type 16 (resolved regex) only tells that the group exists; subscriptions come from type 5.
+    return []
+
+
+def _group_epoch(
+    snapshot: GroupSnapshot,
+    state: ConsumerState,
+    epoch: int,
+    record_time_ms: int,
+    commits: Mapping[TopicPartition, int] | None,
+) -> None:
+    """A type 3 value: count the step, note when an assignment became pending, see Empty.
+
+    Kafka removes a leaving KIP-848 member with its tombstones and a group-epoch bump
+    in one write, and computes the next target only when a remaining member
+    heartbeats. So when the last member leaves there may be no type 6 at all (newer
+    brokers write one): the Empty transition is taken here, where both versions agree.
+    """
+    previous = snapshot.last_generation
+    advance_generation(snapshot, epoch)
+    if previous is not None and epoch < previous:
+        state.assignment_epoch = None
+        state.epoch_bumped_ms = None
+    state.group_epoch = epoch
+    if state.assignment_epoch is not None and epoch > state.assignment_epoch and state.epoch_bumped_ms is None:
+        state.epoch_bumped_ms = record_time_ms
+    if snapshot.baseline_taken and snapshot.epoch_members and not state.members:
+        empty_transition(snapshot, When(record_time_ms, {**state.departed_ms}, None), commits)
+        snapshot.epoch_protocol = snapshot.epoch_leader = None
+        snapshot.epoch_type = CONSUMER
+        move_boundary(snapshot, snapshot.epoch_generation or 0, {}, {})
+        state.epoch_bumped_ms = None
+        state.departed_ms = {}
+
+
+def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> None:
+    state = snapshot.consumer
+    if state is None:
+        return
+    record_type = record.record_type
+    if record_type == RecordType.CONSUMER_GROUP_METADATA:  # written last when the group is deleted (or converted)
+        snapshot.consumer = None
+        snapshot.deleted_type = CONSUMER
+    elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        state.assignment_epoch = None
+    elif record_type in _MEMBER_RECORDS:
+        member = state.members.get(str(record.key.get("memberId")))
+        if member is None:
+            return
+        if record_type == RecordType.CONSUMER_GROUP_MEMBER_METADATA:
+            state.departed_ms[member.owner] = record_time_ms
+            member.metadata = None
+        elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            member.target = None
+        else:
+            member.current = None
+        if member.is_empty:
+            del state.members[member.member_id]
+    # Type 4 tombstones (4.1 retires the record) leave learnt topic names valid; type 16 is not modelled.
+
+
+def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: ConsumerMember) -> None:
+    """Fold a type 7 written outside an assignment into the current boundary.
+
+    Inside an assignment (group epoch ahead of the target epoch) type 7 records are the
+    next target and wait for type 6. Outside one they belong to the current epoch: a
+    static member replaced under a new member id, or an older record surviving
+    compaction; folding them in keeps the next diff honest.
+    """
+    if state.assignment_epoch is None or (
+        state.group_epoch is not None and state.group_epoch > state.assignment_epoch
+    ):
+        return
+    owners = owners_of([(member.owner, member.target)])
+    snapshot.epoch_owners.update(owners)
+    snapshot.last_owner.update(owners)
+    snapshot.epoch_members.setdefault(member.owner, _consumer_boundary_member(member))
+
+
+def _consumer_boundary_member(member: ConsumerMember) -> BoundaryMember:
+    meta = member.metadata
+    if meta is None:
+        return BoundaryMember(member.member_id)
+    subscription = [*meta.subscribed_topic_names]
+    if meta.subscribed_topic_regex:
+        subscription.append(f"regex:{meta.subscribed_topic_regex}")
+    return BoundaryMember(
+        member.member_id, meta.instance_id, meta.client_id, meta.client_host,
+        meta.classic_session_timeout_ms or DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
+        meta.rebalance_timeout_ms, subscription,
+    )
+
+
+def _consumer_boundary_members(state: ConsumerState) -> dict[str, BoundaryMember]:
+    return {m.owner: _consumer_boundary_member(m) for m in state.members.values()}
+
+
+def _target_epoch(
+    snapshot: GroupSnapshot,
+    state: ConsumerState,
+    epoch: int | None,
+    record_time_ms: int,
+    commits: Mapping[TopicPartition, int] | None,
+) -> list[RebalanceEvent]:
+    state.assignment_epoch = epoch
+    if epoch is None:
+        return []
+    owners = owners_of((m.owner, m.target) for m in state.members.values())
+    members = _consumer_boundary_members(state)
+    bumped = state.epoch_bumped_ms
+    duration = record_time_ms - bumped if bumped is not None and record_time_ms >= bumped else None
+    at = When(record_time_ms, {**state.departed_ms}, duration)
+    if state.group_epoch is None or epoch >= state.group_epoch:
+        state.epoch_bumped_ms = None
+    state.departed_ms = {}
+    return boundary(snapshot, CompletedAssignment(epoch, owners, members, preferred_assignor(state), None), at, commits)
+
+
+def preferred_assignor(state: ConsumerState) -> str | None:
+    """The server assignor most members ask for (what Kafka uses); None = group default."""
+    requested = Counter(
+        m.metadata.server_assignor
+        for m in state.members.values()
+        if m.metadata is not None and m.metadata.server_assignor
+    )
+    if not requested:
+        return None
+    return min(requested, key=lambda name: (-requested[name], name))

@@ -1,0 +1,355 @@
+"""What the group stage keeps per group between batches: :class:`GroupSnapshot` and its JSON form.
+
+The stage keeps one snapshot per group id (persisted as :meth:`GroupSnapshot.to_json`) and
+folds each batch's group records into it (:mod:`streaming.groups.fold`). Committed offsets
+are not kept here: the stage keeps them (and counts commits) itself, and drops a group
+once it has neither metadata (:attr:`GroupSnapshot.has_metadata`) nor offsets.
+
+Ownership model
+    A partition's *owner* is the member's static instance id when it has one, else its
+    member id, so a static member restarting under a new member id keeps its partitions
+    (no movement, not a rebalance). Classic groups key partitions by topic name; KIP-848
+    groups by topic id (what their records carry), rendered with a learnt id→name map.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from decoders.schemas import ZERO_UUID
+from streaming.protocol import CLASSIC, CONSUMER, TopicPartition
+
+# KIP-848 member states (type 8 ``state``); only STABLE matters for the group state label.
+MEMBER_STATE_STABLE = 0
+
+# Bump when the JSON layout changes; from_json refuses layouts it does not know.
+# Format 3 (before rebalance durations) is still read: its groups start with an empty histogram.
+SNAPSHOT_FORMAT = 4
+_READABLE_FORMATS = (3, SNAPSHOT_FORMAT)
+
+# Kafka's default group.consumer.session.timeout.ms: KIP-848 records carry no session
+# timeout for members speaking the consumer protocol (the broker config decides it).
+DEFAULT_CONSUMER_SESSION_TIMEOUT_MS = 45_000
+
+Assignment = dict[str, list[int]]
+
+
+@dataclass
+class ClassicMember:
+    """One member of a classic group, from the type 2 value's member array."""
+
+    member_id: str
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    session_timeout_ms: int | None = None
+    rebalance_timeout_ms: int | None = None
+    subscribed_topics: list[str] = field(default_factory=list)
+    assigned: Assignment = field(default_factory=dict)
+
+    @property
+    def owner(self) -> str:
+        return self.instance_id or self.member_id
+
+
+@dataclass
+class ClassicState:
+    """The latest type 2 value of a classic group (written only at stable points)."""
+
+    generation: int
+    protocol_type: str = ""
+    protocol: str | None = None
+    leader: str | None = None
+    state_timestamp_ms: int | None = None
+    members: list[ClassicMember] = field(default_factory=list)
+
+
+@dataclass
+class MemberMetadata:
+    """A KIP-848 member's subscription record (type 5).
+
+    ``classic_session_timeout_ms`` is set for members still speaking the classic
+    protocol (their session timeout travels in the record); None otherwise.
+    """
+
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int | None = None
+    server_assignor: str | None = None
+    classic_session_timeout_ms: int | None = None
+
+
+@dataclass
+class CurrentAssignment:
+    """A KIP-848 member's current assignment (type 8); topics by id."""
+
+    member_epoch: int | None = None
+    previous_member_epoch: int | None = None
+    state: int | None = None
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+
+@dataclass
+class ConsumerMember:
+    """A KIP-848 member: its three records arrive (and are tombstoned) independently."""
+
+    member_id: str
+    metadata: MemberMetadata | None = None
+    target: Assignment | None = None
+    current: CurrentAssignment | None = None
+
+    @property
+    def owner(self) -> str:
+        if self.metadata is not None and self.metadata.instance_id:
+            return self.metadata.instance_id
+        return self.member_id
+
+    @property
+    def is_empty(self) -> bool:
+        return self.metadata is None and self.target is None and self.current is None
+
+
+@dataclass
+class ConsumerState:
+    """A KIP-848 group: group epoch (type 3), target epoch (type 6) and its members.
+
+    ``epoch_bumped_ms`` is when the group epoch first moved ahead of the target epoch
+    (the start of the pending assignment); ``departed_ms`` when each member that left
+    since the last boundary was removed (its subscription tombstone), by owner.
+    """
+
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    epoch_bumped_ms: int | None = None
+    departed_ms: dict[str, int] = field(default_factory=dict)
+
+    def member(self, member_id: str) -> ConsumerMember:
+        return self.members.setdefault(member_id, ConsumerMember(member_id))
+
+
+@dataclass
+class BoundaryMember:
+    """What a boundary remembers of each member: enough to explain its departure later.
+
+    ``subscription`` is the sorted subscribed topic names (a KIP-848 regex as
+    ``"regex:<pattern>"``).
+    """
+
+    member_id: str
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    session_timeout_ms: int | None = None
+    rebalance_timeout_ms: int | None = None
+    subscription: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GroupSnapshot:
+    """Everything kept per group between micro-batches.
+
+    At most one of ``classic`` / ``consumer`` is set; neither is set once the group's
+    metadata was tombstoned (the core may still hold its committed offsets;
+    ``deleted_type`` says which protocol was deleted until new metadata tells a
+    conversion from a re-creation). The ``epoch_*`` fields describe the last boundary
+    (see the module docstring): its generation / target epoch, group type, assignor,
+    leader, ownership and members. ``last_owner`` remembers the last owner of every
+    partition of a topic still referenced (held at the last boundary or subscribed),
+    including partitions unassigned since; ``topic_names`` keeps only ids still in use.
+    ``last_generation`` is the latest classic generation / KIP-848 group epoch seen.
+    ``churn`` holds recent ``(time_ms, client_id, client_host)`` joins and leaves.
+    ``rebalance_durations`` counts measured rebalance durations by the label of their
+    bucket in :data:`DURATION_BUCKET_LABELS` (sparse, not cumulative) and
+    ``rebalance_duration_sum_ms`` sums them (see :class:`RebalanceEvent`'s ``duration_ms``).
+    """
+
+    group: str
+    classic: ClassicState | None = None
+    consumer: ConsumerState | None = None
+    topic_names: dict[str, str] = field(default_factory=dict)
+    rebalances_total: int = 0
+    partitions_moved_total: int = 0
+    empty_transitions_total: int = 0
+    recreations_total: int = 0
+    generations_advanced_total: int = 0
+    rebalance_causes: dict[str, int] = field(default_factory=dict)
+    departures: dict[str, int] = field(default_factory=dict)
+    last_rebalance_ms: int | None = None
+    baseline_taken: bool = False
+    deleted_type: str | None = None
+    last_generation: int | None = None
+    epoch_generation: int | None = None
+    epoch_type: str | None = None
+    epoch_protocol: str | None = None
+    epoch_leader: str | None = None
+    epoch_owners: dict[TopicPartition, str] = field(default_factory=dict)
+    epoch_members: dict[str, BoundaryMember] = field(default_factory=dict)
+    last_owner: dict[TopicPartition, str] = field(default_factory=dict)
+    churn: list[tuple[int, str, str]] = field(default_factory=list)
+    last_seen_ms: int = 0
+    rebalance_durations: dict[str, int] = field(default_factory=dict)
+    rebalance_duration_sum_ms: int = 0
+
+    @property
+    def group_type(self) -> str:
+        return CONSUMER if self.consumer is not None else CLASSIC
+
+    @property
+    def has_metadata(self) -> bool:
+        """False once the group's metadata was tombstoned (or never seen)."""
+        return self.classic is not None or self.consumer is not None
+
+    def topic_label(self, topic: str) -> str:
+        """A topic for display: KIP-848 assignments carry ids, shown by name when known."""
+        return self.topic_names.get(topic, topic)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {name: getattr(self, name) for name in _PLAIN_FIELDS}
+        d.update(
+            v=SNAPSHOT_FORMAT,
+            classic=asdict(self.classic) if self.classic is not None else None,
+            consumer=asdict(self.consumer) if self.consumer is not None else None,
+            epoch_owners=_owners_to_json(self.epoch_owners),
+            epoch_members={owner: asdict(m) for owner, m in self.epoch_members.items()},
+            last_owner=_owners_to_json(self.last_owner),
+            churn=[list(entry) for entry in self.churn],
+        )
+        if self.rebalance_durations:  # most groups never had a measured rebalance: no bytes for them
+            d.update(rebalance_durations=self.rebalance_durations,
+                     rebalance_duration_sum_ms=self.rebalance_duration_sum_ms)
+        return d
+
+    def to_json(self) -> str:
+        """Compact, deterministic JSON (one string per group in the core's state)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GroupSnapshot:
+        if d.get("v") not in _READABLE_FORMATS:
+            raise ValueError(f"unsupported snapshot format {d.get('v')!r}")
+        classic, consumer = d["classic"], d["consumer"]
+        durations = d.get("rebalance_durations")
+        return cls(
+            **{name: d[name] for name in _PLAIN_FIELDS},
+            rebalance_durations=dict(durations or {}),
+            rebalance_duration_sum_ms=d.get("rebalance_duration_sum_ms", 0),
+            classic=_classic_from_dict(classic) if classic is not None else None,
+            consumer=_consumer_from_dict(consumer) if consumer is not None else None,
+            epoch_owners=_owners_from_json(d["epoch_owners"]),
+            epoch_members={owner: BoundaryMember(**m) for owner, m in d["epoch_members"].items()},
+            last_owner=_owners_from_json(d["last_owner"]),
+            churn=[(int(t), c, h) for t, c, h in d["churn"]],
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> GroupSnapshot:
+        return cls.from_dict(json.loads(text))
+
+
+# Fields that JSON carries as they are.
+_PLAIN_FIELDS = (
+    "group", "topic_names", "rebalances_total", "partitions_moved_total", "empty_transitions_total",
+    "recreations_total", "generations_advanced_total", "rebalance_causes", "departures",
+    "last_rebalance_ms", "baseline_taken", "deleted_type", "last_generation", "epoch_generation",
+    "epoch_type", "epoch_protocol", "epoch_leader", "last_seen_ms",
+)
+
+
+def _owners_to_json(owners: Mapping[TopicPartition, str]) -> dict[str, dict[str, list[int]]]:
+    """owner → topic → partitions: far smaller than one entry per partition."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for (topic, partition), owner in sorted(owners.items()):
+        out.setdefault(owner, {}).setdefault(topic, []).append(partition)
+    return out
+
+
+def _owners_from_json(d: Mapping[str, Mapping[str, list[int]]]) -> dict[TopicPartition, str]:
+    return {
+        (topic, p): owner for owner, topics in d.items() for topic, parts in topics.items() for p in parts
+    }
+
+
+def _classic_from_dict(d: Mapping[str, Any]) -> ClassicState:
+    return ClassicState(**{**d, "members": [ClassicMember(**m) for m in d["members"]]})
+
+
+def _consumer_from_dict(d: Mapping[str, Any]) -> ConsumerState:
+    members = {}
+    for member_id, m in d["members"].items():
+        members[member_id] = ConsumerMember(
+            member_id=m["member_id"],
+            metadata=MemberMetadata(**m["metadata"]) if m["metadata"] is not None else None,
+            target=m["target"],
+            current=CurrentAssignment(**m["current"]) if m["current"] is not None else None,
+        )
+    return ConsumerState(
+        d["group_epoch"], d["assignment_epoch"], members, d["epoch_bumped_ms"], dict(d["departed_ms"])
+    )
+
+
+def subscribed_topics(snapshot: GroupSnapshot) -> set[str]:
+    """Topics (classic: names; KIP-848: ids, through the name map) the members subscribe to."""
+    if snapshot.classic is not None:
+        return {t for m in snapshot.classic.members for t in m.subscribed_topics}
+    if snapshot.consumer is None:
+        return set()
+    names = {
+        t for m in snapshot.consumer.members.values() if m.metadata for t in m.metadata.subscribed_topic_names
+    }
+    return {topic_id for topic_id, name in snapshot.topic_names.items() if name in names}
+
+
+def referenced_topic_ids(snapshot: GroupSnapshot) -> set[str]:
+    """KIP-848 topic ids in any member's records, the last boundary or the ownership history."""
+    state = snapshot.consumer
+    if state is None:
+        return set()
+    ids = {topic for topic, _ in snapshot.last_owner} | {topic for topic, _ in snapshot.epoch_owners}
+    for m in state.members.values():
+        ids.update(m.target or ())
+        if m.current is not None:
+            ids.update(m.current.assigned)
+            ids.update(m.current.pending_revocation)
+    return ids
+
+
+def assignment_of(entries: Iterable[Mapping[str, Any]] | None, topic_field: str) -> Assignment:
+    """Topic → sorted partitions, merging duplicate topic entries, dropping empty ones."""
+    merged: dict[str, set[int]] = {}
+    for entry in entries or ():
+        topic = entry.get(topic_field)
+        partitions = entry.get("partitions") or ()
+        if topic is not None and partitions:
+            merged.setdefault(topic, set()).update(int(p) for p in partitions)
+    return {topic: sorted(parts) for topic, parts in sorted(merged.items())}
+
+
+def owners_of(holdings: Iterable[tuple[str, Assignment | None]]) -> dict[TopicPartition, str]:
+    return {
+        (topic, p): owner
+        for owner, assignment in holdings
+        for topic, parts in (assignment or {}).items()
+        for p in parts
+    }
+
+
+def member_keys(snapshot: GroupSnapshot) -> list[str]:
+    if snapshot.classic is not None:
+        return [m.owner for m in snapshot.classic.members]
+    if snapshot.consumer is not None:
+        return [m.owner for m in snapshot.consumer.members.values()]
+    return []
+
+
+def learn_topic(snapshot: GroupSnapshot, topic_id: str | None, name: str | None) -> None:
+    if topic_id and topic_id != ZERO_UUID and name:
+        snapshot.topic_names[topic_id] = name

@@ -1,0 +1,298 @@
+"""The group stage, on the driver: committed offsets and group snapshots, folded one batch at a time.
+
+Committed offsets arrive already reduced by the decode stage (one row per group/topic/partition
+and task), so their cost here follows distinct partitions, not commits. Group records (classic
+group metadata, KIP-848 records) are decoded here, once, and folded in log order with the pure
+functions of :mod:`streaming.groups.fold`; only groups that had a record in the batch are touched.
+
+:class:`StageLimits` bound what a flood of group ids or members can make the driver keep and
+export: groups beyond ``--max-groups`` are not tracked, members beyond
+``--max-members-per-group`` are left out of a group's member series; both are counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from decoders import DecodeError, decode
+from streaming.groups.config import GroupsConfig
+from streaming.groups.fold import apply_record, drop_expired
+from streaming.groups.model import GroupSnapshot
+from streaming.groups.summary import summarize
+from streaming.protocol import BatchInput, BatchResult, DeadLetter, GroupSummary, TopicPartition
+
+
+class CommittedOffset(NamedTuple):
+    offset: int
+    commit_timestamp_ms: int | None
+
+
+@dataclass
+class GroupOffsets:
+    """A group's committed offsets and how many commits it has written."""
+
+    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    commits_total: int = 0
+    last_commit_ms: int = 0
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    """What the group stage keeps at most (None: no limit); see the module docstring."""
+
+    max_groups: int | None = None
+    max_members_per_group: int | None = None
+    # Undecodable group records kept per batch: the dead-letter log keeps no more than its own
+    # bound, so a batch of bad records must not build a list the size of the batch first.
+    dead_letters: int = 1000
+
+    @classmethod
+    def from_config(cls, config: GroupsConfig, dead_letters: int) -> StageLimits:
+        return cls(config.max_groups, config.max_members_per_group, dead_letters)
+
+
+class GroupStage:
+    """Every group's snapshot and committed offsets (see the module docstring)."""
+
+    def __init__(self, limits: StageLimits | None = None) -> None:
+        self.snapshots: dict[str, GroupSnapshot] = {}
+        self.offsets: dict[str, GroupOffsets] = {}
+        self.limits = limits or StageLimits()
+        self.groups_dropped = 0  # groups the last batch with records turned away (--max-groups)
+        self.members_dropped: dict[str, int] = {}  # group -> member series left out (--max-members-per-group)
+        self._limit_hits: Counter[str] = Counter()
+
+    @property
+    def groups(self) -> set[str]:
+        return self.snapshots.keys() | self.offsets.keys()
+
+    def apply(self, batch: BatchInput) -> BatchResult:
+        result = BatchResult()
+        commits, records = self._within_group_limit(batch.commits, batch.group_records)
+        self.apply_batch(commits, records, result)
+        result.dead_letters.extend(_dead_letters(batch.dead_letters))
+        # The decode stage counted folded records by their key alone; one whose value turns out
+        # undecodable here is an error, not a record read.
+        for record_type, count in result.undecodable.items():
+            if batch.records[record_type]:
+                batch.records[record_type] -= count
+        for group in list(result.changed):
+            if not self._alive(group):
+                self._forget(group, result)
+        return result
+
+    def _within_group_limit(self, commits: pa.Table, records: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """The batch without the rows of new groups that would take the stage past ``max_groups``.
+
+        Room goes to new groups in name order, so a replay of the batch admits the same ones.
+        """
+        limit = self.limits.max_groups
+        if limit is None or commits.num_rows + records.num_rows == 0:
+            return commits, records
+        seen = set(pc.unique(commits.column("group")).to_pylist()) | set(
+            pc.unique(records.column("group")).to_pylist())
+        new = sorted(seen - self.snapshots.keys() - self.offsets.keys())
+        room = max(0, limit - len(self.groups))
+        turned_away = new[room:]
+        self.groups_dropped = len(turned_away)
+        if not turned_away:
+            return commits, records
+        self._limit_hits["max_groups"] += len(turned_away)
+        dropped = pa.array(turned_away, pa.string())
+        return (commits.filter(pc.invert(pc.is_in(commits.column("group"), value_set=dropped))),
+                records.filter(pc.invert(pc.is_in(records.column("group"), value_set=dropped))))
+
+    def take_limit_hits(self) -> Counter[str]:
+        """Limit hits since the last call, by limit (for ``rebalance_monitor_limit_hits_total``)."""
+        hits, self._limit_hits = self._limit_hits, Counter()
+        return hits
+
+    def _apply_commits(self, commits: pa.Table, result: BatchResult) -> None:
+        """Apply reduced commits that no group record of the batch comes after (see :meth:`apply_batch`).
+
+        Counters are aggregated per group in Arrow; only the offsets themselves are set per row.
+        """
+        if commits.num_rows == 0:
+            return
+        # Across tasks a key can appear twice only for a topic whose groups span partitions
+        # (a replay); the highest (partition, offset) wins, so the result never depends on task order.
+        commits = commits.sort_by([("kafka_partition", "ascending"), ("kafka_offset", "ascending")])
+        per_group = commits.group_by("group", use_threads=False).aggregate(
+            [("count", "sum"), ("record_time_ms", "max")])
+        for group, count, last_ms in zip(*(per_group.column(n).to_pylist() for n in (
+                "group", "count_sum", "record_time_ms_max")), strict=True):
+            entry = self.offsets.get(group)
+            if entry is None:
+                entry = self.offsets[group] = GroupOffsets()
+            entry.commits_total += count
+            entry.last_commit_ms = max(entry.last_commit_ms, last_ms or 0)
+            result.changed.add(group)
+        offsets = self.offsets
+        columns = (commits.column(n).to_pylist() for n in ("group", "topic", "partition", "offset", "commit_timestamp"))
+        for group, topic, partition, offset, commit_ts in zip(*columns, strict=True):
+            if offset is None:
+                offsets[group].offsets.pop((topic, partition), None)
+            else:
+                offsets[group].offsets[(topic, partition)] = CommittedOffset(offset, commit_ts)
+
+    def _commit(self, result: BatchResult, group: str, tp: TopicPartition, offset: int | None,
+                commit_ts: int | None, record_ms: int | None, count: int) -> None:
+        """One commit, in log order among a group's records."""
+        entry = self.offsets.get(group)
+        if entry is None:
+            entry = self.offsets[group] = GroupOffsets()
+        if offset is None:
+            entry.offsets.pop(tp, None)
+        else:
+            entry.offsets[tp] = CommittedOffset(offset, commit_ts)
+        entry.commits_total += count
+        entry.last_commit_ms = max(entry.last_commit_ms, record_ms or 0)
+        result.changed.add(group)
+
+    def apply_batch(self, commits: pa.Table, records: pa.Table, result: BatchResult) -> None:
+        """Commits and group records in log order: a record sees the commits written before it.
+
+        Departures are inferred from the time of each member's last commit (see
+        :func:`streaming.groups.fold.apply_record`). Commits arrive reduced to the latest per partition
+        between two of the group's records (:func:`streaming.decode.stage.latest_commits`), so each record sees
+        the latest commit written before it, however many records and commits a batch holds.
+        """
+        if records.num_rows == 0:
+            self._apply_commits(commits, result)
+            return
+        # Only a commit written before its group's last record in this batch has to be interleaved;
+        # every other commit is applied afterwards on the plain path (nothing after it reads it).
+        last_record = records.group_by("group").aggregate([("kafka_offset", "max")])
+        joined = commits.join(last_record, "group", join_type="left outer")
+        before = pc.fill_null(pc.less(joined.column("kafka_offset"), joined.column("kafka_offset_max")), False)
+        early = joined.filter(before)
+        interleaved: dict[str, list[tuple[int, int, int, tuple]]] = {}
+        for row in zip(*(early.column(n).to_pylist() for n in (
+                "group", "kafka_partition", "kafka_offset", "topic", "partition", "offset", "commit_timestamp",
+                "record_time_ms", "count")), strict=True):
+            interleaved.setdefault(row[0], []).append((row[1], row[2], 0, row))
+        for row in zip(*(records.column(n).to_pylist() for n in (
+                "group", "kafka_partition", "kafka_offset", "raw_key", "raw_value", "record_time_ms")), strict=True):
+            interleaved.setdefault(row[0], []).append((row[1], row[2], 1, row))
+        for group, items in interleaved.items():
+            for _, _, kind, row in sorted(items, key=lambda item: item[:3]):
+                if kind == 0:
+                    _, _, _, topic, partition, offset, commit_ts, record_ms, count = row
+                    self._commit(result, group, (topic, partition), offset, commit_ts, record_ms, count)
+                else:
+                    self._fold(result, *row)
+        self._apply_commits(joined.filter(pc.invert(before)), result)
+
+    def _fold(self, result: BatchResult, group: str, kafka_partition: int, kafka_offset: int, key: bytes,
+              value: bytes | None, record_ms: int | None) -> None:
+        record = decode(key, value)
+        if isinstance(record, DecodeError):
+            result.errors[record.reason] += 1
+            result.undecodable[int.from_bytes(key[:2], "big", signed=True)] += 1  # the key was read
+            if len(result.dead_letters) < self.limits.dead_letters:
+                result.dead_letters.append(DeadLetter(kafka_partition, kafka_offset, record_ms, record.reason, key,
+                                                      value))
+            return
+        offsets = self.offsets.get(group)
+        commit_times = _CommitTimes(offsets.offsets) if offsets is not None else None
+        snapshot, events = apply_record(self.snapshots.get(group), record, int(record_ms or 0), commit_times)
+        if snapshot is None:
+            self.snapshots.pop(group, None)
+        else:
+            self.snapshots[group] = snapshot
+        result.events.extend(events)
+        result.changed.add(group)
+
+    def _alive(self, group: str) -> bool:
+        snapshot = self.snapshots.get(group)
+        offsets = self.offsets.get(group)
+        return (snapshot is not None and snapshot.has_metadata) or (offsets is not None and bool(offsets.offsets))
+
+    def forget(self, groups: Iterable[str]) -> None:
+        """Drop groups outright (expiry replayed from a delta)."""
+        for group in groups:
+            self.snapshots.pop(group, None)
+            self.offsets.pop(group, None)
+            self.members_dropped.pop(group, None)
+
+    def _forget(self, group: str, result: BatchResult) -> None:
+        self.snapshots.pop(group, None)
+        self.offsets.pop(group, None)
+        self.members_dropped.pop(group, None)
+        result.changed.discard(group)
+        result.removed.add(group)
+
+    def expire(self, now_ms: int, ttl_ms: int) -> BatchResult:
+        """Forget groups without members that wrote nothing for ``ttl_ms``."""
+        result = BatchResult()
+        for group in list(self.groups):
+            snapshot = self._snapshot_for(group)
+            offsets = self.offsets.get(group)
+            snapshot.last_seen_ms = max(snapshot.last_seen_ms, offsets.last_commit_ms if offsets else 0)
+            if drop_expired(snapshot, now_ms, ttl_ms):
+                self._forget(group, result)
+        return result
+
+    def _snapshot_for(self, group: str) -> GroupSnapshot:
+        """The group's snapshot; a group known only by its offsets gets an empty one (not stored)."""
+        snapshot = self.snapshots.get(group)
+        return snapshot if snapshot is not None else GroupSnapshot(group=group)
+
+    def assignments(self, group: str) -> dict[str, list[TopicPartition]]:
+        """Each member's (owner key's) assigned partitions by topic name: what member lag sums over."""
+        snapshot = self.snapshots.get(group)
+        if snapshot is None:
+            return {}
+        if snapshot.classic is not None:
+            members = [(m.owner, m.assigned) for m in snapshot.classic.members]
+        elif snapshot.consumer is not None:
+            members = [(m.owner, m.current.assigned if m.current else {}) for m in snapshot.consumer.members.values()]
+        else:
+            return {}
+        return {owner: [(snapshot.topic_label(topic), p) for topic, parts in sorted(assigned.items()) for p in parts]
+                for owner, assigned in members}
+
+    def summary(self, group: str, now_ms: int) -> GroupSummary:
+        """The group's summary; past ``max_members_per_group`` only the first members by owner key
+        are listed (what the member series come from), ``member_count`` stays the true count."""
+        summary = summarize(self._snapshot_for(group), now_ms)
+        limit = self.limits.max_members_per_group
+        if limit is None or len(summary.members) <= limit:
+            self.members_dropped.pop(group, None)
+            return summary
+        self.members_dropped[group] = len(summary.members) - limit
+        self._limit_hits["max_members_per_group"] += 1
+        return replace(summary, members=tuple(sorted(summary.members, key=lambda m: m.member)[:limit]))
+
+
+class _CommitTimes(Mapping[TopicPartition, int]):
+    """A group's commit times by partition, read through its offsets without copying them."""
+
+    def __init__(self, offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        self._offsets = offsets
+
+    def __getitem__(self, tp: TopicPartition) -> int:
+        entry = self._offsets[tp]
+        if entry.commit_timestamp_ms is None:
+            raise KeyError(tp)
+        return entry.commit_timestamp_ms
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return (tp for tp, entry in self._offsets.items() if entry.commit_timestamp_ms is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _dead_letters(table: pa.Table) -> list[DeadLetter]:
+    if table.num_rows == 0:
+        return []
+    columns = [table.column(name).to_pylist() for name in
+               ("kafka_partition", "kafka_offset", "record_time_ms", "error", "raw_key", "raw_value")]
+    return [DeadLetter(*row) for row in zip(*columns, strict=True)]

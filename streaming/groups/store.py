@@ -1,0 +1,211 @@
+"""The group stage's state on disk, in the job's checkpoint directory, in step with Spark's own.
+
+Each batch writes a *delta* under ``<checkpoint>/monitor/state/delta-<batch>``: the batch's
+own input to the group stage (its reduced commits and raw group records, Arrow IPC files as
+they arrived) and the groups it expired. Recovery replays deltas through the same pure
+functions, so a batch costs no serialisation of the groups it touched. When the deltas since
+the last snapshot outweigh the state, the whole state is written once as
+``snapshot-<batch>`` (snapshots as JSON, offsets as Arrow) and older files go. Every
+directory is written under a temporary name and renamed: complete or absent.
+
+Recovery follows Spark's commit log (``<checkpoint>/spark/commits``): the state is the newest
+snapshot at or before the last batch Spark committed plus the deltas after it up to that batch.
+A delta written for a batch Spark did not commit (the driver died in between) is dropped, and
+Spark runs that batch again with the same offsets, so nothing is applied twice or lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.feather as feather
+
+from streaming.groups.model import GroupSnapshot
+from streaming.groups.stage import CommittedOffset, GroupOffsets, GroupStage, StageLimits
+from streaming.protocol import STAGE_SCHEMA, BatchInput
+
+GROUPS_SCHEMA = pa.schema([
+    ("group", pa.string()),
+    ("removed", pa.bool_()),
+    ("snapshot", pa.string()),  # GroupSnapshot JSON; null: no group metadata (offsets only)
+    ("commits_total", pa.int64()),
+    ("last_commit_ms", pa.int64()),
+])
+OFFSETS_SCHEMA = pa.schema([
+    ("group", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),  # null: the offset was deleted (a tombstone)
+    ("commit_timestamp", pa.int64()),
+])
+DELTA_COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timestamp", "record_time_ms", "count",
+                        "kafka_partition", "kafka_offset"]
+DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset"]
+_ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
+
+
+def load_snapshot(checkpoint_dir: Path, group: str) -> GroupSnapshot | None:
+    """One group's snapshot as of the last committed batch, read without touching the checkpoint."""
+    store = StateStore(Path(checkpoint_dir) / "monitor" / "state")
+    return store.load(last_committed_batch(Path(checkpoint_dir) / "spark"), prune=False).snapshots.get(group)
+
+
+def last_committed_batch(spark_checkpoint: Path) -> int | None:
+    """The newest batch id in Spark's commit log, None before the first commit."""
+    commits = spark_checkpoint / "commits"
+    if not commits.is_dir():
+        return None
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+    return max(ids) if ids else None
+
+
+class StateStore:
+    """Deltas and snapshots of a :class:`~streaming.groups.stage.GroupStage` (see the module docstring)."""
+
+    def __init__(self, path: Path, compact_min_rows: int = 50_000, compact_factor: float = 2.0) -> None:
+        self.path = Path(path)
+        # A snapshot once the rows written since the last one reach compact_factor x the live state
+        # (and compact_min_rows): a restart replays at most that much, and snapshots cost O(changes).
+        self.compact_min_rows = compact_min_rows
+        self.compact_factor = compact_factor
+        self._rows_since_snapshot = 0
+
+    def _entries(self) -> list[tuple[int, str, Path]]:
+        if not self.path.is_dir():
+            return []
+        found = [(int(m.group(2)), m.group(1), p) for p in self.path.iterdir() if (m := _ENTRY.match(p.name))]
+        return sorted(found, key=lambda e: (e[0], e[1] == "delta"))
+
+    def load(self, last_committed: int | None, prune: bool = True, limits: StageLimits | None = None) -> GroupStage:
+        """The state as of batch ``last_committed`` (empty when None).
+
+        ``prune`` removes files of later batches (recovery: Spark runs them again); a reader
+        beside a running job (``rebalance-monitor advise``) passes False and leaves them.
+        ``limits`` hold during the replay too, so it admits the groups the batches did.
+        """
+        stage = GroupStage(limits)
+        entries = self._entries()
+        for batch, _kind, path in entries:
+            if prune and (last_committed is None or batch > last_committed):
+                shutil.rmtree(path)
+        if last_committed is None:
+            return stage
+        kept = [e for e in entries if e[0] <= last_committed]
+        snapshots = [e for e in kept if e[1] == "snapshot"]
+        covered = -1
+        if snapshots:
+            covered, _, path = snapshots[-1]
+            _load_snapshot(stage, path)
+        for batch, kind, path in kept:
+            if kind == "delta" and batch > covered:  # a snapshot already holds its own batch
+                self._rows_since_snapshot += _replay(stage, path)
+        return stage
+
+    def write_delta(self, batch_id: int, batch: BatchInput, expired: Iterable[str]) -> None:
+        """Persist ``batch_id``'s input to the group stage and the groups it expired."""
+        expired = sorted(set(expired))
+        if batch.commits.num_rows == 0 and batch.group_records.num_rows == 0 and not expired:
+            return
+        self._write(f"delta-{batch_id}", {
+            "commits": batch.commits.select(DELTA_COMMIT_COLUMNS),
+            "records": batch.group_records.select(DELTA_RECORD_COLUMNS),
+            "expired": pa.table({"group": pa.array(expired, pa.string())}),
+        })
+        self._rows_since_snapshot += batch.commits.num_rows + batch.group_records.num_rows + len(expired)
+
+    def maybe_compact(self, committed_batch: int | None, stage: GroupStage) -> bool:
+        """Write a snapshot of ``stage`` (the state as of ``committed_batch``, which Spark has
+        committed) when the deltas since the last one outweigh it; drop what it replaces."""
+        if committed_batch is None:
+            return False
+        live = len(stage.groups) + sum(len(o.offsets) for o in stage.offsets.values())
+        if self._rows_since_snapshot < max(self.compact_min_rows, self.compact_factor * live):
+            return False
+        self.write_snapshot(committed_batch, stage)
+        return True
+
+    def write_snapshot(self, batch_id: int, stage: GroupStage) -> None:
+        groups = sorted(stage.groups)
+        offset_rows = [(g, tp, entry) for g in groups
+                       for tp, entry in sorted((stage.offsets[g].offsets if g in stage.offsets else {}).items())]
+        self._write(f"snapshot-{batch_id}", {"offsets": _offsets_table(offset_rows),
+                                              "groups": _groups_table(stage, groups)})
+        for batch, _kind, path in self._entries():
+            if batch < batch_id or (batch == batch_id and path.name.startswith("delta")):
+                shutil.rmtree(path)
+        self._rows_since_snapshot = 0
+
+    def _write(self, name: str, tables: dict[str, pa.Table]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f".{name}.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for table_name, table in tables.items():
+            feather.write_feather(table, tmp / f"{table_name}.arrow", compression="lz4")
+        target = self.path / name
+        if target.exists():  # the same batch written by an earlier attempt
+            shutil.rmtree(target)
+        os.rename(tmp, target)
+
+
+def _groups_table(stage: GroupStage, groups: list[str]) -> pa.Table:
+    removed, snapshots, totals, last_commits = [], [], [], []
+    for group in groups:
+        snapshot = stage.snapshots.get(group)
+        offsets = stage.offsets.get(group)
+        removed.append(snapshot is None and offsets is None)
+        snapshots.append(snapshot.to_json() if snapshot is not None else None)
+        totals.append(offsets.commits_total if offsets else 0)
+        last_commits.append(offsets.last_commit_ms if offsets else 0)
+    return pa.table([groups, removed, snapshots, totals, last_commits], schema=GROUPS_SCHEMA)
+
+
+def _offsets_table(rows: Sequence[tuple[str, tuple[str, int], CommittedOffset | None]]) -> pa.Table:
+    return pa.table([
+        [g for g, _, _ in rows],
+        [tp[0] for _, tp, _ in rows],
+        [tp[1] for _, tp, _ in rows],
+        [e.offset if e is not None else None for _, _, e in rows],
+        [e.commit_timestamp_ms if e is not None else None for _, _, e in rows],
+    ], schema=OFFSETS_SCHEMA)
+
+
+def _replay(stage: GroupStage, path: Path) -> int:
+    """Apply one delta to ``stage`` as the batch did; returns its row count."""
+    commits = feather.read_table(path / "commits.arrow")
+    records = feather.read_table(path / "records.arrow")
+    expired = feather.read_table(path / "expired.arrow").column("group").to_pylist()
+    stage.apply(BatchInput(commits, records, STAGE_SCHEMA.empty_table()))
+    stage.forget(expired)
+    return commits.num_rows + records.num_rows + len(expired)
+
+
+def _load_snapshot(stage: GroupStage, path: Path) -> None:
+    """Load a snapshot directory into (an empty) ``stage``."""
+    offsets = feather.read_table(path / "offsets.arrow")
+    groups = feather.read_table(path / "groups.arrow")
+    for group, topic, partition, offset, commit_ts in zip(*(offsets.column(n).to_pylist() for n in
+                                                           OFFSETS_SCHEMA.names), strict=True):
+        entry = stage.offsets.setdefault(group, GroupOffsets())
+        if offset is None:
+            entry.offsets.pop((topic, partition), None)
+        else:
+            entry.offsets[(topic, partition)] = CommittedOffset(offset, commit_ts)
+    for group, removed, snapshot, commits_total, last_commit_ms in zip(
+            *(groups.column(n).to_pylist() for n in GROUPS_SCHEMA.names), strict=True):
+        if removed:
+            stage.snapshots.pop(group, None)
+            stage.offsets.pop(group, None)
+            continue
+        if snapshot is None:
+            stage.snapshots.pop(group, None)
+        else:
+            stage.snapshots[group] = GroupSnapshot.from_json(snapshot)
+        if group in stage.offsets or commits_total or last_commit_ms:  # a group known by metadata alone has none
+            entry = stage.offsets.setdefault(group, GroupOffsets())
+            entry.commits_total, entry.last_commit_ms = commits_total, last_commit_ms

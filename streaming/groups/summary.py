@@ -1,0 +1,142 @@
+"""A group's summary for the exporter: its state label, members, churn ranking and counters."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping
+
+from streaming.groups.boundary import CHURN_WINDOW_MS, imbalance_ratio
+from streaming.groups.classic import classic_leader
+from streaming.groups.consumer import preferred_assignor
+from streaming.groups.model import MEMBER_STATE_STABLE, Assignment, GroupSnapshot, member_keys
+from streaming.protocol import (
+    CONSUMER,
+    DURATION_BUCKET_LABELS,
+    MEMBER_CHURN_CAP,
+    GroupSummary,
+    MemberChurn,
+    MemberSummary,
+)
+
+
+def group_state(snapshot: GroupSnapshot) -> str:
+    """The group's state label, derived from what the records say.
+
+    Classic: records are written only at stable points, so a group with members is
+    ``Stable`` and one without is ``Empty``: PreparingRebalance / CompletingRebalance
+    never reach the topic, and a classic group stuck mid-rebalance keeps showing
+    ``Stable`` with its last generation until the rebalance completes. KIP-848 follows
+    Kafka's own derivation: ``Empty`` without members; ``Assigning`` while the target
+    assignment epoch is behind the group epoch (or unknown); ``Reconciling`` while any
+    member is not settled on its target (member epoch behind the target epoch, member
+    state not STABLE, partitions pending revocation, or current assignment ≠ target);
+    else ``Stable``.
+    """
+    if not member_keys(snapshot):
+        return "Empty"
+    state = snapshot.consumer
+    if state is None:
+        return "Stable"
+    if state.assignment_epoch is None or (
+        state.group_epoch is not None and state.assignment_epoch < state.group_epoch
+    ):
+        return "Assigning"
+    for m in state.members.values():
+        current = m.current
+        if (
+            current is None
+            or current.state != MEMBER_STATE_STABLE
+            or current.member_epoch != state.assignment_epoch
+            or current.pending_revocation
+            or current.assigned != (m.target or {})
+        ):
+            return "Reconciling"
+    return "Stable"
+
+
+def _member_summaries(snapshot: GroupSnapshot) -> list[MemberSummary]:
+    if snapshot.classic is not None:
+        return [
+            MemberSummary(m.owner, m.member_id, m.client_id, m.client_host, _count(m.assigned),
+                          m.instance_id, tuple(m.subscribed_topics))
+            for m in snapshot.classic.members
+        ]
+    if snapshot.consumer is not None:
+        return [
+            MemberSummary(
+                m.owner,
+                m.member_id,
+                m.metadata.client_id if m.metadata else "",
+                m.metadata.client_host if m.metadata else "",
+                _count(m.current.assigned) if m.current else 0,
+            )
+            for m in snapshot.consumer.members.values()
+        ]
+    return []
+
+
+def _count(assignment: Assignment) -> int:
+    return sum(len(parts) for parts in assignment.values())
+
+
+def member_churn(snapshot: GroupSnapshot, now_ms: int) -> tuple[MemberChurn, ...]:
+    """The clients that joined or left most in the window ending at ``now_ms``.
+
+    Ranked by count, then by the latest time, then by name; at most MEMBER_CHURN_CAP.
+    """
+    counts: Counter[tuple[str, str]] = Counter()
+    latest: dict[tuple[str, str], int] = {}
+    for t, client_id, host in snapshot.churn:
+        if now_ms - CHURN_WINDOW_MS < t <= now_ms:
+            counts[(client_id, host)] += 1
+            latest[(client_id, host)] = max(latest.get((client_id, host), t), t)
+    ranked = sorted(counts, key=lambda k: (-counts[k], -latest[k], k))
+    return tuple(MemberChurn(c, h, counts[(c, h)]) for c, h in ranked[:MEMBER_CHURN_CAP])
+
+
+def _cumulative(counts: Mapping[str, int]) -> tuple[int, ...]:
+    """Cumulative counts per :data:`DURATION_BUCKET_LABELS` entry; () without observations."""
+    if not counts:
+        return ()
+    return tuple(itertools.accumulate(counts.get(label, 0) for label in DURATION_BUCKET_LABELS))
+
+
+def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
+    """The exporter's view of a group, taken at ``now_ms`` (the batch time)."""
+    members = sorted(_member_summaries(snapshot), key=lambda m: (m.member, m.member_id))
+    classic, consumer = snapshot.classic, snapshot.consumer
+    if consumer is not None:
+        protocol_type, protocol, leader = CONSUMER, preferred_assignor(consumer) or "", ""
+        generation = consumer.group_epoch
+    elif classic is not None:
+        protocol_type, protocol = classic.protocol_type, classic.protocol or ""
+        leader, generation = classic_leader(classic) or "", classic.generation
+    else:
+        protocol_type, protocol, leader, generation = "", "", "", None
+    return GroupSummary(
+        group=snapshot.group,
+        group_type=snapshot.group_type,
+        protocol_type=protocol_type,
+        protocol=protocol,
+        leader=leader,
+        state=group_state(snapshot),
+        generation=generation,
+        member_count=len(members),
+        assigned_partitions=sum(m.assigned_partitions for m in members),
+        imbalance_ratio=imbalance_ratio([m.assigned_partitions for m in members]),
+        rebalances_total=snapshot.rebalances_total,
+        partitions_moved_total=snapshot.partitions_moved_total,
+        empty_transitions_total=snapshot.empty_transitions_total,
+        recreations_total=snapshot.recreations_total,
+        generations_advanced_total=snapshot.generations_advanced_total,
+        rebalance_causes=dict(sorted(snapshot.rebalance_causes.items())),
+        departures=dict(sorted(snapshot.departures.items())),
+        member_churn=member_churn(snapshot, int(now_ms)),
+        last_rebalance_ms=snapshot.last_rebalance_ms,
+        last_seen_ms=snapshot.last_seen_ms,
+        as_of_ms=int(now_ms),
+        members=tuple(members),
+        rebalance_durations=_cumulative(snapshot.rebalance_durations),
+        rebalance_duration_sum_ms=snapshot.rebalance_duration_sum_ms,
+    )

@@ -1,0 +1,239 @@
+"""The log-end poller: a thread that keeps a :class:`~streaming.lag.LagTracker` fed.
+
+Each round (every ``interval_s``):
+
+1. cluster metadata for the tracked topics and ``__consumer_offsets``: partitions that no
+   longer exist or have no leader are counted as errors and skipped;
+2. ListOffsets LATEST and EARLIEST, one call per leader, so a broker that times out costs
+   only its own partitions. LATEST is asked under read_uncommitted, the high watermark, as
+   Kafka's ``kafka-consumer-groups`` does (default ListOffsetsOptions): a read_committed
+   consumer can only get as far as the last stable offset, but lag stays comparable with
+   the tool everyone checks against; records of an open transaction and the commit marker
+   at the end of the log count as lag there too. kafka-python fails a
+   whole call when one partition carries an error code; such a call is split (by topic,
+   then in halves) until the failing partitions stand alone;
+3. the offsets topic's high watermark and last stable offset (LATEST under read_committed):
+   an open transaction holds the LSO back and freezes that partition for our job;
+4. record timestamps at committed offsets, at most ``lookups_per_round`` partitions
+   (:meth:`LagTracker.next_lookups` rotates through a larger backlog).
+
+Errors never end the thread; they are counted by reason in the tracker, whose samples
+then age until the lag series stop showing them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kafka import IsolationLevel, KafkaAdminClient, OffsetSpec
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka import errors as Errors
+
+from streaming.cluster.client import LazyClient
+from streaming.lag.config import DEFAULT_INTERVAL_S
+from streaming.lag.timestamps import RecordTimestamps
+from streaming.lag.tracker import DEFAULT_LOOKUPS_PER_ROUND, LagTracker
+from streaming.protocol import TopicPartition
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+ERROR_REASONS = ("timeout", "connection", "unknown_topic_or_partition", "not_leader", "auth", "other")
+
+_NOT_LEADER = (Errors.NotLeaderForPartitionError, Errors.LeaderNotAvailableError, Errors.ReplicaNotAvailableError,
+               Errors.FencedLeaderEpochError, Errors.UnknownLeaderEpochError, Errors.KafkaStorageError,
+               Errors.OffsetNotAvailableError)
+
+
+def error_reason(exc: BaseException) -> str:
+    """One of :data:`ERROR_REASONS`: a bounded label for the error counter."""
+    if isinstance(exc, Errors.UnknownTopicOrPartitionError):
+        return "unknown_topic_or_partition"
+    if isinstance(exc, _NOT_LEADER):
+        return "not_leader"
+    if isinstance(exc, Errors.AuthorizationError | Errors.SaslAuthenticationFailedError):
+        return "auth"
+    if isinstance(exc, Errors.KafkaTimeoutError | Errors.RequestTimedOutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, Errors.KafkaConnectionError | Errors.NodeNotReadyError | ConnectionError):
+        return "connection"
+    return "other"
+
+
+def _partition_level(exc: BaseException) -> bool:
+    """An error about some partitions of a call rather than the broker: worth splitting on."""
+    return isinstance(exc, Errors.BrokerResponseError) and error_reason(exc) not in ("timeout", "connection")
+
+
+class LogEndPoller:
+    """A daemon thread fetching log offsets and record timestamps every ``interval_s``; a component
+    (see :mod:`streaming.lifecycle`).
+
+    ``client_config`` is kafka-python configuration (see
+    :func:`streaming.cluster.client.client_config_from_kafka_options`); ``admin_factory`` and
+    ``timestamps`` replace the real clients only where a test needs a failure a broker
+    cannot produce on demand.
+    """
+
+    def __init__(self, bootstrap_servers: str, tracker: LagTracker, interval_s: float = DEFAULT_INTERVAL_S,
+                 client_config: Mapping[str, Any] | None = None,
+                 lookups_per_round: int = DEFAULT_LOOKUPS_PER_ROUND,
+                 admin_factory: Callable[..., Any] = KafkaAdminClient,
+                 timestamps: RecordTimestamps | None = None) -> None:
+        self.name = "lag-poller"
+        self._config: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-lag",
+                                        "request_timeout_ms": int(max(5.0, interval_s) * 1000),
+                                        **(client_config or {})}
+        self.tracker = tracker
+        self._interval_s = interval_s
+        self._lookups_per_round = lookups_per_round
+        self._admin = LazyClient(admin_factory, self._config, "lag poller's admin client")
+        self._polled: set[TopicPartition] = set()  # what the last round asked for
+        self._timestamps = timestamps or RecordTimestamps(self._config)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="log-end-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop after the current round; the clients are closed on the way out."""
+        self._stop.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout_s)
+        else:
+            self._close()  # poll_once may have been called without the thread
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            next_round = time.monotonic() + self._interval_s
+            self.poll_once()
+            # New committed offsets are looked up at once rather than at the next round
+            # (until then their lag in seconds can only be interpolated); partitions never
+            # sampled yet take a whole round, once.
+            while not self._stop.is_set() and (wait := next_round - time.monotonic()) > 0:
+                if self.tracker.wanted_changed.wait(min(wait, 0.5)):
+                    if self.tracker.partitions() - self._polled:
+                        self.poll_once()
+                    else:
+                        self.tracker.wanted_changed.clear()
+                        errors: Counter[str] = Counter()
+                        self._look_up_timestamps(errors)
+                        self.tracker.record_round(0.0, errors)
+        self._close()
+
+    def poll_once(self) -> None:
+        """One round; every failure is counted in the tracker, none is raised."""
+        errors: Counter[str] = Counter()
+        sampled_at = time.time()
+        fetched = False
+        self.tracker.wanted_changed.clear()  # before reading: a change during the round is kept
+        try:
+            wanted = self._polled = self.tracker.partitions()
+            leaders, missing = self._leaders({t for t, _ in wanted} | {OFFSETS_TOPIC})
+            for topic, partition in wanted - leaders.keys():
+                reason = missing.get((topic, partition)) or missing.get((topic, -1)) or "unknown_topic_or_partition"
+                errors[reason] += 1
+            tracked = {tp: leader for tp, leader in leaders.items() if tp in wanted}
+            ends = self._list_offsets(tracked, OffsetSpec.LATEST, IsolationLevel.READ_UNCOMMITTED, errors)
+            starts = self._list_offsets({tp: tracked[tp] for tp in ends}, OffsetSpec.EARLIEST,
+                                        IsolationLevel.READ_UNCOMMITTED, errors)
+            both = {tp: (starts[tp], ends[tp]) for tp in ends if tp in starts}
+            self.tracker.record_offsets(both, sampled_at)
+            fetched = bool(both)
+            fetched |= self._poll_offsets_topic(leaders, sampled_at, errors)
+            self.tracker.forget_unwanted()
+            self._look_up_timestamps(errors)
+        except Exception as exc:  # the whole round: no metadata, broker unreachable, ...
+            errors[error_reason(exc)] += 1
+            log.warning("log-end poll failed (%s): %s", error_reason(exc), exc)
+            self._admin.close()
+        self.tracker.record_round(sampled_at if fetched else 0.0, errors)
+
+    def _poll_offsets_topic(self, leaders: Mapping[TopicPartition, int], sampled_at: float,
+                            errors: Counter[str]) -> bool:
+        offsets_topic = {tp: leader for tp, leader in leaders.items() if tp[0] == OFFSETS_TOPIC}
+        hw = self._list_offsets(offsets_topic, OffsetSpec.LATEST, IsolationLevel.READ_UNCOMMITTED, errors)
+        lso = self._list_offsets(offsets_topic, OffsetSpec.LATEST, IsolationLevel.READ_COMMITTED, errors)
+        self.tracker.record_offsets_topic({p: o for (_, p), o in hw.items()},
+                                          {p: o for (_, p), o in lso.items()}, sampled_at)
+        return bool(hw)
+
+    def _look_up_timestamps(self, errors: Counter[str]) -> None:
+        wanted = self.tracker.next_lookups(self._lookups_per_round)
+        if not wanted:
+            return
+        tried = [(tp, committed) for tp, (committed, _) in wanted.items()]
+        try:
+            found = self._timestamps.lookup(wanted)
+        except Exception as exc:
+            errors[error_reason(exc)] += 1
+            log.warning("record timestamp lookup failed (%s): %s", error_reason(exc), exc)
+            found = {}
+        self.tracker.record_times({(tp, wanted[tp][0]): t for tp, t in found.items()}, tried, time.time())
+
+    def _leaders(self, topics: Iterable[str]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, str]]:
+        """Leader of every partition of ``topics``, and why partitions have none (a topic-level
+        error is reported under partition -1)."""
+        leaders: dict[TopicPartition, int] = {}
+        missing: dict[TopicPartition, str] = {}
+        for topic in self._admin.get().describe_topics(sorted(topics)):
+            name = topic["name"]
+            if topic.get("error_code", 0) != 0:
+                missing[(name, -1)] = error_reason(Errors.for_code(topic["error_code"])())
+                continue
+            for part in topic.get("partitions", ()):
+                tp = (name, part["partition_index"])
+                if part.get("error_code", 0) != 0 or part.get("leader_id", -1) < 0:
+                    missing[tp] = error_reason(Errors.for_code(part.get("error_code", 0) or 5)())
+                else:
+                    leaders[tp] = part["leader_id"]
+        return leaders, missing
+
+    def _list_offsets(self, leaders: Mapping[TopicPartition, int], spec: OffsetSpec, isolation: IsolationLevel,
+                      errors: Counter[str]) -> dict[TopicPartition, int]:
+        """Offsets by ``spec``, one call per leader; failures are counted per partition."""
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp, leader in leaders.items():
+            by_leader[leader].append(tp)
+        result: dict[TopicPartition, int] = {}
+        for tps in by_leader.values():
+            self._list_isolating(sorted(tps), spec, isolation, result, errors)
+        return result
+
+    def _list_isolating(self, tps: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel,
+                        result: dict[TopicPartition, int], errors: Counter[str]) -> None:
+        try:
+            answer = self._admin.get().list_partition_offsets(
+                {KafkaTopicPartition(*tp): spec for tp in tps}, isolation_level=isolation)
+        except Exception as exc:
+            if not _partition_level(exc) or len(tps) == 1:
+                errors[error_reason(exc)] += len(tps)
+                log.warning("ListOffsets failed for %d partition(s) from %s (%s): %s",
+                            len(tps), tps[0], error_reason(exc), exc)
+                return
+            for part in _split(tps):
+                self._list_isolating(part, spec, isolation, result, errors)
+            return
+        result.update({(tp.topic, tp.partition): int(o.offset) for tp, o in answer.items()})
+
+    def _close(self) -> None:
+        self._admin.close()
+        self._timestamps.close()
+
+
+def _split(tps: list[TopicPartition]) -> list[list[TopicPartition]]:
+    """Halves by topic when several topics are asked for (errors are mostly per topic), else
+    halves of the partitions."""
+    topics = sorted({t for t, _ in tps})
+    if len(topics) > 1:
+        first = set(topics[: len(topics) // 2])
+        return [[tp for tp in tps if tp[0] in first], [tp for tp in tps if tp[0] not in first]]
+    return [tps[: len(tps) // 2], tps[len(tps) // 2:]]

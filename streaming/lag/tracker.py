@@ -1,0 +1,362 @@
+"""Consumer lag you can trust: the numbers, kept fresh or withdrawn.
+
+:class:`LagTracker` holds what the log-end poller (:mod:`streaming.lag.poller`) last saw
+and answers the lag series' questions: offset lag = log end (the high watermark, as
+Kafka's ``kafka-consumer-groups --describe``) − committed offset, never clamped, and lag
+in seconds = now − timestamp of the record at the committed offset (the next record the
+group reads), measured by :mod:`streaming.lag.timestamps`. Only where that record cannot be
+read (deleted by retention, lookup refused or not yet done) are seconds interpolated over
+a long, coarse log-end history, and the answer says so.
+
+A lag computed from an old log-end sample would fall towards 0 as commits move on while
+the log end stays frozen; so every answer carries the sample's age and none is given
+once it is older than ``stale_after_s``: the series disappears instead of lying.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from streaming.lag.config import DEFAULT_INTERVAL_S
+from streaming.protocol import TopicPartition
+
+Lookup = tuple[TopicPartition, int]  # a partition and the committed offset to read at
+SecondsMethod = Literal["timestamp", "interpolated"]
+
+DEFAULT_LOOKUPS_PER_ROUND = 1000
+HISTORY_RESOLUTION_S = 60.0
+HISTORY_SPAN_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition's lag for one committed offset (or from the log start, uncommitted)."""
+
+    lag: int  # log_end - committed, not clamped
+    log_end: int
+    log_start: int
+    seconds: float | None
+    seconds_method: SecondsMethod | None
+    sample_age_s: float
+    # lag < 0 from a log-end sample taken after the commit was first seen: the log really
+    # ended below the committed offset (truncation, or a commit past the end). A negative
+    # lag from an older sample only means the consumer overtook that sample: show 0.
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class LogOffsets:
+    log_start: int
+    log_end: int
+    sampled_at: float
+
+
+@dataclass(frozen=True)
+class RecordTime:
+    """What a lookup found at ``(partition, committed)``: the timestamp of the first record
+    at or after it, or ``None`` when only transaction markers lay between it and the log
+    end seen by the lookup (``log_end``), i.e. nothing to read at that moment."""
+
+    timestamp_ms: int | None
+    log_end: int
+
+
+@dataclass(frozen=True)
+class OffsetsTopicGap:
+    """A partition of the offsets topic: high watermark − last stable offset, and since when
+    the last stable offset has sat still while that gap was open (a lower bound on the age
+    of the transaction holding it)."""
+
+    gap: int
+    stuck_since: float | None
+
+
+class LogEndRing:
+    """Coarse log-end history of one partition: at most one sample per ``resolution_s``,
+    a flat stretch kept as its two ends, ``capacity`` samples in two flat arrays (16 bytes
+    each: 24 h at one a minute is 23 KB per partition)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._times = array("d")
+        self._ends = array("q")
+        self._head = 0  # index of the oldest sample once full
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    def add(self, time_s: float, log_end: int, resolution_s: float) -> None:
+        if self._times:
+            last = (self._head - 1) % len(self._times)
+            if log_end == self._ends[last] and len(self) >= 2 and self._ends[(last - 1) % len(self)] == log_end:
+                self._times[last] = time_s  # stretch the flat run's end
+                return
+            if time_s - self._times[last] < resolution_s and log_end >= self._ends[last]:
+                return
+        if len(self._times) < self._capacity:
+            self._times.append(time_s)
+            self._ends.append(log_end)
+            self._head = 0
+        else:
+            self._times[self._head] = time_s
+            self._ends[self._head] = log_end
+            self._head = (self._head + 1) % self._capacity
+
+    def samples(self) -> list[tuple[float, int]]:
+        n = len(self._times)
+        order = range(self._head, self._head + n) if n == self._capacity else range(n)
+        return [(self._times[i % n], self._ends[i % n]) for i in order]
+
+
+def appended_at(samples: Sequence[tuple[float, int]], offset: int) -> float | None:
+    """When the record at ``offset`` was appended, estimated from ``(time_s, log_end)`` samples.
+
+    Between the last sample at or below ``offset`` and the next one, linear in offsets. Before
+    the oldest sample, extrapolated back at the mean produce rate of the history, or the oldest
+    sample's time (a lower bound on the age) without one. Only samples since the log end last
+    went down (truncation, topic re-created) describe this log. None without samples or when
+    the log end has not passed ``offset``.
+    """
+    window: list[tuple[float, int]] = []
+    for sample in samples:
+        if window and sample[1] < window[-1][1]:
+            window = []
+        window.append(sample)
+    if not window or offset >= window[-1][1]:
+        return None
+    (t0, end0), (t_last, end_last) = window[0], window[-1]
+    if offset < end0:
+        span, produced = t_last - t0, end_last - end0
+        return t0 - (end0 - offset) * span / produced if span > 0 and produced > 0 else t0
+    i = max(k for k, (_, end) in enumerate(window) if end <= offset)
+    (t_a, end_a), (t_b, end_b) = window[i], window[i + 1]
+    return t_a + (offset - end_a) * (t_b - t_a) / (end_b - end_a)
+
+
+class LagTracker:
+    """Thread-safe store of log offsets, record timestamps and poll health.
+
+    The lag series say what they need with :meth:`set_wanted` and reads :meth:`lag`; the
+    poller reads :meth:`partitions` and :meth:`next_lookups` and writes the ``record_*``
+    methods. ``stale_after_s`` defaults to three poll intervals.
+    """
+
+    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, stale_after_s: float | None = None,
+                 history_resolution_s: float = HISTORY_RESOLUTION_S, history_span_s: float = HISTORY_SPAN_S,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.stale_after_s = 3 * interval_s if stale_after_s is None else stale_after_s
+        self._resolution_s = history_resolution_s
+        self._capacity = max(2, math.ceil(history_span_s / history_resolution_s) + 1)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._committed: dict[Lookup, float] = {}  # -> when first seen (our clock)
+        self.wanted_changed = threading.Event()  # new committed offsets: worth a lookup now
+        self._uncommitted: set[TopicPartition] = set()
+        self._watched: set[TopicPartition] = set()
+        self._offsets: dict[TopicPartition, LogOffsets] = {}
+        self._history: dict[TopicPartition, LogEndRing] = {}
+        self._times: dict[Lookup, RecordTime] = {}
+        self._tried_at: dict[Lookup, float] = {}
+        self._gaps: dict[int, OffsetsTopicGap] = {}
+        self._gaps_at: float | None = None
+        self._lso: dict[int, int] = {}
+        self._last_round_at: float | None = None
+        self._errors: dict[str, int] = {}
+
+    # -- what to track (lag series) ----------------------------------------------------
+
+    def set_wanted(self, committed: Iterable[tuple[str, int, int]],
+                   uncommitted: Iterable[TopicPartition] = ()) -> None:
+        """The groups' committed ``(topic, partition, offset)`` and the assigned partitions no
+        one has committed. Offsets below 0 mean "no commit" (Kafka's tool ignores -1 too).
+        Partitions dropped here are forgotten at the next round, history included."""
+        now = self._clock()
+        with self._lock:
+            before = self._committed
+            self._committed = {((t, p), o): before.get(((t, p), o), now) for t, p, o in committed if o >= 0}
+            self._uncommitted = set(uncommitted)
+            if self._committed.keys() - before.keys():
+                self.wanted_changed.set()
+
+    def set_watched(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions polled for their log offsets alone, apart from any group (the job's own
+        source partitions, for its input lag)."""
+        with self._lock:
+            self._watched = set(partitions)
+
+    # -- the poller's side ---------------------------------------------------------------
+
+    def partitions(self) -> set[TopicPartition]:
+        """Partitions whose log start and end the next round should fetch."""
+        with self._lock:
+            return {tp for tp, _ in self._committed} | self._uncommitted | self._watched
+
+    def next_lookups(self, limit: int = DEFAULT_LOOKUPS_PER_ROUND) -> dict[TopicPartition, tuple[int, int]]:
+        """Up to ``limit`` partitions whose record timestamp at a committed offset is unknown:
+        ``{partition: (committed, log_end)}``, one committed offset per partition (one fetch
+        each). Never-tried lookups first, then the longest untried, so a backlog larger than
+        ``limit`` is worked through round-robin. Offsets the log end has not passed need no
+        lookup (caught up), nor do offsets below the log start (the record is gone)."""
+        now = self._clock()
+        with self._lock:
+            due = []
+            for key in self._committed:
+                tp, committed = key
+                offsets = self._fresh(tp, now)
+                if offsets is None or not offsets.log_start <= committed < offsets.log_end:
+                    continue
+                known = self._times.get(key)
+                if known is not None and (known.timestamp_ms is not None or known.log_end == offsets.log_end):
+                    continue
+                due.append((self._tried_at.get(key, 0.0), key))
+            chosen: dict[TopicPartition, tuple[int, int]] = {}
+            for _, (tp, committed) in sorted(due):
+                if len(chosen) >= limit:
+                    break
+                if tp not in chosen:
+                    chosen[tp] = (committed, self._offsets[tp].log_end)
+            return chosen
+
+    def record_offsets(self, offsets: Mapping[TopicPartition, tuple[int, int]], sampled_at: float) -> None:
+        """A round's ``{partition: (log_start, log_end)}``, sampled at ``sampled_at``."""
+        with self._lock:
+            for tp, (start, end) in offsets.items():
+                previous = self._offsets.get(tp)
+                if previous is not None and end < previous.log_end:  # truncated or re-created
+                    self._times = {k: v for k, v in self._times.items() if k[0] != tp}
+                self._offsets[tp] = LogOffsets(int(start), int(end), sampled_at)
+                ring = self._history.get(tp)
+                if ring is None:
+                    ring = self._history[tp] = LogEndRing(self._capacity)
+                ring.add(sampled_at, int(end), self._resolution_s)
+
+    def record_times(self, found: Mapping[Lookup, RecordTime], tried: Iterable[Lookup], at: float) -> None:
+        """Lookup results; ``tried`` are all lookups attempted (failures are retried later)."""
+        with self._lock:
+            self._times.update(found)
+            for key in tried:
+                self._tried_at[key] = at
+
+    def record_offsets_topic(self, high_watermarks: Mapping[int, int], stable: Mapping[int, int],
+                             sampled_at: float) -> None:
+        """The offsets topic's per-partition high watermark and last stable offset."""
+        with self._lock:
+            gaps = {}
+            for partition, hw in high_watermarks.items():
+                if partition not in stable:
+                    continue
+                lso, gap = stable[partition], hw - stable[partition]
+                before = self._gaps.get(partition)
+                if gap <= 0:
+                    since = None
+                elif before is not None and before.stuck_since is not None and self._lso.get(partition) == lso:
+                    since = before.stuck_since
+                else:
+                    since = sampled_at
+                gaps[partition] = OffsetsTopicGap(gap, since)
+                self._lso[partition] = lso
+            self._gaps, self._gaps_at = gaps, sampled_at
+
+    def record_round(self, at: float, errors: Mapping[str, int]) -> None:
+        """End of a round: errors by reason; ``at`` is stored only if anything was fetched."""
+        with self._lock:
+            for reason, count in errors.items():
+                self._errors[reason] = self._errors.get(reason, 0) + count
+            if at > 0:
+                self._last_round_at = at
+
+    def forget_unwanted(self) -> None:
+        """Drop offsets, history and timestamps nothing asks for any more (bounded memory)."""
+        with self._lock:
+            keep = {tp for tp, _ in self._committed} | self._uncommitted | self._watched
+            self._offsets = {tp: v for tp, v in self._offsets.items() if tp in keep}
+            self._history = {tp: v for tp, v in self._history.items() if tp in keep}
+            self._times = {k: v for k, v in self._times.items() if k in self._committed}
+            self._tried_at = {k: v for k, v in self._tried_at.items() if k in self._committed}
+
+    # -- the lag series' side ------------------------------------------------------------
+
+    def lag(self, topic: str, partition: int, committed: int) -> PartitionLag | None:
+        """Lag of a group that committed ``committed``; None for no commit (< 0), no log-end
+        sample, or a sample older than ``stale_after_s``. ``truncated`` is known only for
+        offsets given to :meth:`set_wanted` (it compares when the commit was first seen)."""
+        if committed < 0:
+            return None
+        now = self._clock()
+        with self._lock:
+            offsets = self._fresh((topic, partition), now)
+            if offsets is None:
+                return None
+            seconds, method = self._seconds((topic, partition), committed, offsets, now)
+            seen_at = self._committed.get(((topic, partition), committed))
+            truncated = committed > offsets.log_end and seen_at is not None and offsets.sampled_at > seen_at
+            return PartitionLag(offsets.log_end - committed, offsets.log_end, offsets.log_start,
+                                seconds, method, now - offsets.sampled_at, truncated)
+
+    def lag_uncommitted(self, topic: str, partition: int) -> PartitionLag | None:
+        """Lag of an assigned partition with no commit: log end − log start, the records a
+        consumer starting from the earliest offset has to read (Kafka's tool prints "-"
+        there). No seconds: which record comes next depends on the consumer's
+        ``auto.offset.reset``, which Kafka does not know."""
+        now = self._clock()
+        with self._lock:
+            offsets = self._fresh((topic, partition), now)
+            if offsets is None:
+                return None
+            return PartitionLag(offsets.log_end - offsets.log_start, offsets.log_end, offsets.log_start,
+                                None, None, now - offsets.sampled_at)
+
+    def offsets_topic_gaps(self) -> dict[int, OffsetsTopicGap]:
+        """Per partition of ``__consumer_offsets``: high watermark − last stable offset (> 0
+        while a transaction is open: a read_committed reader, our job, sees nothing past it).
+        Empty when the last measurement is stale."""
+        now = self._clock()
+        with self._lock:
+            if self._gaps_at is None or now - self._gaps_at > self.stale_after_s:
+                return {}
+            return dict(self._gaps)
+
+    def sampled_at(self) -> dict[TopicPartition, float]:
+        """When each tracked partition's log offsets were last fetched (epoch seconds)."""
+        with self._lock:
+            return {tp: offsets.sampled_at for tp, offsets in self._offsets.items()}
+
+    def last_round_at(self) -> float | None:
+        """When the last round that fetched anything started (epoch seconds)."""
+        with self._lock:
+            return self._last_round_at
+
+    def errors(self) -> dict[str, int]:
+        """Poll errors so far by reason (see :data:`streaming.lag.poller.ERROR_REASONS`)."""
+        with self._lock:
+            return dict(self._errors)
+
+    def _fresh(self, tp: TopicPartition, now: float) -> LogOffsets | None:
+        offsets = self._offsets.get(tp)
+        if offsets is None or now - offsets.sampled_at > self.stale_after_s:
+            return None
+        return offsets
+
+    def _seconds(self, tp: TopicPartition, committed: int, offsets: LogOffsets,
+                 now: float) -> tuple[float | None, SecondsMethod | None]:
+        if committed >= offsets.log_end:
+            return 0.0, "timestamp"
+        known = self._times.get((tp, committed))
+        if known is not None and known.timestamp_ms is not None:
+            return max(0.0, now - known.timestamp_ms / 1000), "timestamp"
+        if known is not None and known.log_end == offsets.log_end:
+            return 0.0, "timestamp"  # only transaction markers left to read
+        ring = self._history.get(tp)
+        samples = ring.samples() if ring is not None else []
+        if not samples or samples[-1][0] < offsets.sampled_at:  # the ring keeps one a minute
+            samples.append((offsets.sampled_at, offsets.log_end))
+        at = appended_at(samples, committed)
+        if at is None:
+            return None, None
+        return max(0.0, now - at), "interpolated"

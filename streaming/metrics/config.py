@@ -1,0 +1,50 @@
+"""The metrics endpoint and what it exports: address, TLS, basic auth, granularity, series cap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streaming.settings import Config, flag, positive, setting
+
+# kafka_exporter owns 9308 and Prometheus' exporter registry has handed out 9100-9999; this
+# port is outside both, so the monitor and kafka_exporter can share a host.
+DEFAULT_METRICS_PORT = 10308
+LAG_GRANULARITIES = ("partition", "topic")
+
+
+@dataclass(frozen=True)
+class MetricsConfig(Config):
+    cluster: str = field(default="default", metadata=setting("value of the `cluster` label on every series"))
+    host: str = field(default="0.0.0.0", metadata=setting("address of the /metrics endpoint",
+                                                          flag="--metrics-host"))
+    port: int = field(default=DEFAULT_METRICS_PORT, metadata=setting(
+        "port of the /metrics endpoint (0: any free port; 9308 is kafka_exporter's)", flag="--metrics-port",
+        type=int))
+    tls_cert: Path | None = field(default=None, metadata=setting(
+        "PEM certificate chain: serve /metrics over HTTPS (with --metrics-tls-key)", flag="--metrics-tls-cert",
+        type=Path))
+    tls_key: Path | None = field(default=None, metadata=setting(
+        "PEM private key of --metrics-tls-cert", flag="--metrics-tls-key", type=Path))
+    basic_auth_file: Path | None = field(default=None, metadata=setting(
+        "file of user:hash lines (python -m streaming.metrics.server USER writes one): /metrics asks for "
+        "HTTP basic auth", flag="--metrics-basic-auth-file", type=Path))
+    lag_granularity: str = field(default="partition", metadata=setting(
+        "lag series per partition, or summed per topic (far fewer series on wide topics)",
+        choices=LAG_GRANULARITIES))
+    max_series: int = field(default=2_000_000, metadata=setting(
+        "most series /metrics serves; beyond it new series are dropped and counted", type=int))
+
+    def problems(self) -> list[str]:
+        problems = positive(self, "max_series")
+        if not 0 <= self.port <= 65535:
+            problems.append(f"{flag(self, 'port')} must be 0-65535")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            problems.append(f"{flag(self, 'tls_cert')} and {flag(self, 'tls_key')} go together")
+        if self.lag_granularity not in LAG_GRANULARITIES:
+            problems.append(f"{flag(self, 'lag_granularity')} must be one of {', '.join(LAG_GRANULARITIES)}")
+        return problems
+
+    @property
+    def per_partition(self) -> bool:
+        return self.lag_granularity == "partition"

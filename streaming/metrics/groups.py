@@ -1,0 +1,128 @@
+"""Group series: what a group is and how it rebalances, rendered to text when the group changes.
+
+One function per rendering: :func:`group_lines` for the summary and committed offsets (the
+sink calls it for each changed group), :func:`advice_lines` for the assignor advisor's
+imbalance per assignor (its background pass publishes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from streaming.metrics.exposition import Family, Lines, escape, number
+from streaming.protocol import DURATION_BUCKET_LABELS, GroupSummary, TopicPartition
+
+G, C = "gauge", "counter"
+GROUP_FAMILIES = (
+    Family("kafka_consumergroup_generation", G, "Classic group generation, or KIP-848 group epoch."),
+    Family("kafka_consumergroup_rebalances_total", C,
+           "Rebalances: completed assignments with a member whose generation (classic) or target assignment "
+           "epoch (KIP-848) changed. Group creation is a baseline; going Empty and re-creation are counted apart."),
+    Family("kafka_consumergroup_last_rebalance_timestamp_seconds", G, "Time of the group's last rebalance."),
+    Family("kafka_consumergroup_members", G, "Members in the group."),
+    Family("kafka_consumergroup_info", G,
+           "Group description; always 1. Leader is the classic leader's instance id or member id."),
+    Family("kafka_consumergroup_state", G, "1 for the group's current state (Empty, Stable, Assigning, Reconciling)."),
+    Family("kafka_consumergroup_assigned_partitions", G,
+           "Partitions assigned to the group's members (KIP-848: current assignments)."),
+    Family("kafka_consumergroup_member_assigned_partitions", G,
+           "Partitions assigned to one member; member is the instance id of static members, else the member id."),
+    Family("kafka_consumergroup_assignment_imbalance_ratio", G,
+           "Busiest member's partitions over the mean per member; 1 is even."),
+    Family("kafka_consumergroup_partitions_moved_total", C, "Partitions whose owner changed across rebalances."),
+    Family("kafka_consumergroup_offset_commits_total", C, "Offset commit records written for the group."),
+    Family("kafka_consumergroup_empty_transitions_total", C,
+           "Times the group went Empty (its last members left); not counted as rebalances."),
+    Family("kafka_consumergroup_recreations_total", C,
+           "Times the group was deleted and created again (tombstone, or a generation going down): a new baseline."),
+    Family("kafka_consumergroup_generations_advanced_total", C,
+           "Raw sum of the generation (classic) or group epoch (KIP-848) steps Kafka took."),
+    Family("kafka_consumergroup_rebalance_causes_total", C,
+           "Rebalances by cause; one rebalance may have several causes (see the README)."),
+    Family("kafka_consumergroup_member_departures_total", C,
+           "Members that left, by how (inferred from their last commit against their timeouts; see the README)."),
+    Family("kafka_consumergroup_member_churn", G,
+           "Joins plus leaves of one client in the hour before the group's last change (top 10 per group)."),
+    Family("kafka_consumergroup_rebalance_duration_seconds", "histogram",
+           "Measurable part of each rebalance: classic = the sync phase (from the end of the join phase to the "
+           "leader's assignment being stored; records of Kafka 2.1+); KIP-848 = from the group epoch bump to the "
+           "target assignment catching up (members' reconciliation after it not included)."),
+)
+# Written by the advisor pass's thread (streaming/advisor/background.py), not with the group's other series.
+ADVISOR_FAMILY = Family("kafka_consumergroup_assignor_imbalance_ratio", G,
+                        "Imbalance (busiest member over the mean) that each of Kafka's built-in assignors would give "
+                        "the classic group's current members and subscriptions; evaluated in the background, so it "
+                        "can trail a rebalance by a few seconds.")
+OFFSET_FAMILIES = (
+    Family("kafka_consumergroup_committed_offset", G,
+           "Latest committed offset (the next record the group will read); --lag-granularity partition only."),
+)
+_F = {f.name: f for f in (*GROUP_FAMILIES, *OFFSET_FAMILIES)}
+# What one group_lines call covers: every family it can write, so a series it no longer writes goes.
+GROUP_NAMES = tuple(_F)
+
+
+def group_lines(cluster: str, summary: GroupSummary, committed: Mapping[TopicPartition, int], commits_total: int,
+                per_partition: bool) -> Lines:
+    """The group's summary series and, at partition granularity, its committed offsets."""
+    lines = Lines(cluster)
+    _summary_lines(lines, summary, commits_total)
+    if per_partition:
+        lines.add_many(_F["kafka_consumergroup_committed_offset"], (("group", summary.group),),
+                       sorted(committed.items()))
+    return lines
+
+
+def advice_lines(cluster: str, group: str, ratios: Mapping[str, float] | None) -> Lines:
+    """The advisor's imbalance per assignor for ``group`` (None: no lines, its series go)."""
+    lines = Lines(cluster)
+    for assignor, ratio in sorted((ratios or {}).items()):
+        lines.add(ADVISOR_FAMILY, (("group", group), ("assignor", assignor)), ratio)
+    return lines
+
+
+def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:
+    g = (("group", s.group),)
+    if s.generation is not None:
+        lines.add(_F["kafka_consumergroup_generation"], g, s.generation)
+    lines.add(_F["kafka_consumergroup_rebalances_total"], g, s.rebalances_total)
+    if s.last_rebalance_ms is not None:
+        lines.add(_F["kafka_consumergroup_last_rebalance_timestamp_seconds"], g, s.last_rebalance_ms / 1000)
+    lines.add(_F["kafka_consumergroup_members"], g, s.member_count)
+    lines.add(_F["kafka_consumergroup_info"], (*g, ("group_type", s.group_type), ("protocol_type", s.protocol_type),
+                                              ("protocol", s.protocol), ("leader", s.leader)), 1)
+    lines.add(_F["kafka_consumergroup_state"], (*g, ("state", s.state)), 1)
+    lines.add(_F["kafka_consumergroup_assigned_partitions"], g, s.assigned_partitions)
+    for m in s.members:
+        lines.add(_F["kafka_consumergroup_member_assigned_partitions"],
+                  (*g, ("member", m.member), ("client_id", m.client_id), ("client_host", m.client_host)),
+                  m.assigned_partitions)
+    if s.imbalance_ratio is not None:
+        lines.add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
+    lines.add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)
+    lines.add(_F["kafka_consumergroup_offset_commits_total"], g, commits_total)
+    lines.add(_F["kafka_consumergroup_empty_transitions_total"], g, s.empty_transitions_total)
+    lines.add(_F["kafka_consumergroup_recreations_total"], g, s.recreations_total)
+    lines.add(_F["kafka_consumergroup_generations_advanced_total"], g, s.generations_advanced_total)
+    for cause, count in sorted(s.rebalance_causes.items()):
+        lines.add(_F["kafka_consumergroup_rebalance_causes_total"], (*g, ("cause", cause)), count)
+    for how, count in sorted(s.departures.items()):
+        lines.add(_F["kafka_consumergroup_member_departures_total"], (*g, ("how", how)), count)
+    for churn in s.member_churn:
+        lines.add(_F["kafka_consumergroup_member_churn"],
+                  (*g, ("client_id", churn.client_id), ("client_host", churn.client_host)), churn.joins_and_leaves)
+    if s.rebalance_durations:
+        _histogram(lines, _F["kafka_consumergroup_rebalance_duration_seconds"], g, s.rebalance_durations,
+                   s.rebalance_duration_sum_ms / 1000)
+
+
+def _histogram(lines: Lines, family: Family, labels: tuple[tuple[str, str], ...], cumulative: tuple[int, ...],
+               total: float) -> None:
+    """A histogram's _bucket/_sum/_count lines under ``family`` (cumulative counts per DURATION_BUCKET_LABELS)."""
+    head = ",".join([f'{k}="{escape(v)}"' for k, v in labels])
+    rows = lines.by_family.setdefault(family.name, [])
+    for le, count in zip(DURATION_BUCKET_LABELS, cumulative, strict=True):
+        rows.append(f'{family.name}_bucket{{{lines.prefix},{head},le="{le}"}} {count}\n')
+    rows.append(f"{family.name}_sum{{{lines.prefix},{head}}} {number(total)}\n")
+    rows.append(f"{family.name}_count{{{lines.prefix},{head}}} {cumulative[-1]}\n")
+    lines.count += len(cumulative) + 2

@@ -1,0 +1,339 @@
+"""Every message that crosses a stage of the job, in one place.
+
+The stages (``decode`` in the executors; ``groups``, ``lag``, ``metrics``, ``advisor``,
+``logs`` and ``driver`` on the driver) import their messages from here and never from each
+other, so a reader finds what travels between them without following the pipeline:
+
+* decode -> driver: :data:`STAGE_SCHEMA` rows, one :class:`OutputKind` each, read by the
+  driver as a :class:`BatchInput`;
+* groups -> driver: a :class:`BatchResult` per batch (its :class:`RebalanceEvent` list and
+  :class:`DeadLetter` sample), and a :class:`GroupSummary` per changed group;
+* driver -> progress: a :class:`BatchReport`.
+
+Label sets that become metric label values (:data:`CAUSES`, :data:`DEPARTURES`, the duration
+buckets) are part of the contract too. A partition is a :data:`TopicPartition` tuple
+everywhere; only the event log writes it out as ``"topic:partition"``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+TopicPartition = tuple[str, int]
+
+CLASSIC = "classic"
+CONSUMER = "consumer"
+
+
+# --------------------------------------------------------------------------- decode -> driver
+
+
+class OutputKind(IntEnum):
+    """The kinds of row in :data:`STAGE_SCHEMA`; the columns a kind does not use are null."""
+
+    COMMIT = 0
+    """The latest offset commit (``offset`` null: an offset tombstone) of one group/topic/partition
+    in one task; ``count`` = commits (tombstones excluded) it stands for."""
+    GROUP_RECORD = 1
+    """A classic group-metadata or KIP-848 consumer-group record, raw, for the driver to decode and fold."""
+    DEAD_LETTER = 2
+    """An undecodable record's bytes and reason (a bounded sample per task)."""
+    RECORD_COUNT = 3
+    """``count`` records of ``record_type`` in one task; ``record_time_ms`` = the newest one's time."""
+    ERROR_COUNT = 4
+    """``count`` undecodable records with reason ``error`` in one task."""
+
+
+STAGE_SCHEMA = pa.schema([
+    ("kind", pa.int8()),
+    ("group", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("commit_timestamp", pa.int64()),
+    ("record_type", pa.int16()),
+    ("kafka_partition", pa.int32()),
+    ("kafka_offset", pa.int64()),
+    ("record_time_ms", pa.int64()),
+    ("count", pa.int64()),
+    ("error", pa.string()),
+    ("raw_key", pa.binary()),
+    ("raw_value", pa.binary()),
+])
+"""What the decode stage (executors) hands the driver. Offset commits arrive reduced inside
+each task (at most one COMMIT row per group/topic/partition and stretch between two of the
+group's records), raw bytes only for group records and a bounded sample of undecodable ones."""
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    """The rows of one batch by kind (each a :data:`STAGE_SCHEMA` table) and the batch's counts."""
+
+    commits: pa.Table
+    group_records: pa.Table
+    dead_letters: pa.Table
+    records: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    newest_record_ms: int | None = None
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table) -> BatchInput:
+        table = table.cast(STAGE_SCHEMA)
+        kind = table.column("kind")
+
+        def of(k: OutputKind) -> pa.Table:
+            return table.filter(pc.equal(kind, int(k)))
+
+        records: Counter[int] = Counter()
+        newest: int | None = None
+        counts = of(OutputKind.RECORD_COUNT)
+        columns = (counts.column(name).to_pylist() for name in ("record_type", "count", "record_time_ms"))
+        for record_type, count, when in zip(*columns, strict=True):
+            records[record_type] += count
+            if when is not None:
+                newest = when if newest is None else max(newest, when)
+        errors: Counter[str] = Counter()
+        error_counts = of(OutputKind.ERROR_COUNT)
+        for reason, count in zip(error_counts.column("error").to_pylist(), error_counts.column("count").to_pylist(),
+                                 strict=True):
+            errors[reason] += count
+        return cls(of(OutputKind.COMMIT), of(OutputKind.GROUP_RECORD), of(OutputKind.DEAD_LETTER),
+                   records, errors, newest)
+
+    @classmethod
+    def empty(cls) -> BatchInput:
+        return cls.from_arrow(STAGE_SCHEMA.empty_table())
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An undecodable record, kept with its bytes and where it came from."""
+
+    kafka_partition: int
+    kafka_offset: int
+    record_time_ms: int | None
+    reason: str
+    key: bytes | None
+    value: bytes | None
+
+
+# --------------------------------------------------------------------------- label sets
+
+# Upper bounds (seconds) of the rebalance duration histogram's buckets; an implicit +Inf
+# follows. Classic sync phases take milliseconds to the leader's whole assignment time, a
+# KIP-848 assignment up to its batching interval and beyond. Snapshots keep counts by
+# bucket label: changing these bounds needs a new snapshot format.
+REBALANCE_DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+DURATION_BUCKET_LABELS = (*(repr(b) for b in REBALANCE_DURATION_BUCKETS), "+Inf")
+
+# The cause labels of a rebalance (a bounded set: they become metric label values).
+# Each is defined where it is computed, in :func:`streaming.groups.boundary.causes`.
+CAUSES = (
+    "members_joined",
+    "members_left",
+    "static_member_replaced",
+    "subscription_changed",
+    "partitions_added",
+    "assignor_changed",
+    "leader_changed",
+    "protocol_converted",
+    "unknown",
+)
+
+# How a member left, inferred by :func:`streaming.groups.boundary.classify_departure`.
+DEPARTURES = ("left_cleanly", "session_timeout", "poll_timeout", "unknown")
+
+# The summary reports at most this many (client id, host) pairs of member churn per group.
+MEMBER_CHURN_CAP = 10
+
+
+# --------------------------------------------------------------------------- groups -> driver
+
+_EVENT_TUPLES = ("members_joined", "members_left", "causes", "departures", "joined_clients", "left_clients")
+
+
+@dataclass(frozen=True)
+class RebalanceEvent:
+    """One rebalance, as :mod:`streaming.groups.boundary` defines it.
+
+    Members are named by owner (instance id for static members, else member id);
+    ``joined_clients`` / ``left_clients`` name the same members as
+    ``"client_id@client_host"``, in the same order as ``members_joined`` /
+    ``members_left``; ``departures`` is the :data:`DEPARTURES` class of each member left
+    (same order). ``moved_partitions`` holds (topic, partition) pairs (KIP-848 topics by
+    name once resolved, else by id). ``causes`` is a sorted subset of :data:`CAUSES`.
+    ``duration_ms`` is the measurable part of the rebalance or None: classic = the sync
+    phase (record time − the state timestamp the v2+ value carries: from the end of the
+    join phase to the leader's assignment being written); KIP-848 = from the group-epoch
+    bump to the target assignment epoch catching up (the assignor's work, including 4.3's
+    assignment batching; members' reconciliation afterwards is not included).
+    :meth:`to_dict` is the event log's row: list fields as lists, moved partitions as
+    ``"topic:partition"`` strings (see :mod:`streaming.logs.events`).
+    """
+
+    group: str
+    group_type: str
+    old_generation: int
+    new_generation: int
+    event_time_ms: int
+    protocol: str | None
+    leader: str | None
+    leader_changed: bool
+    members_joined: tuple[str, ...]
+    members_left: tuple[str, ...]
+    member_count: int
+    partitions_moved: int
+    moved_partitions: tuple[TopicPartition, ...]
+    partitions_revoked: int
+    partitions_assigned: int
+    imbalance_before: float | None
+    imbalance_after: float | None
+    causes: tuple[str, ...] = ()
+    departures: tuple[str, ...] = ()
+    joined_clients: tuple[str, ...] = ()
+    left_clients: tuple[str, ...] = ()
+    duration_ms: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for name in _EVENT_TUPLES:
+            d[name] = list(d[name])
+        d["moved_partitions"] = [f"{topic}:{partition}" for topic, partition in self.moved_partitions]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RebalanceEvent:
+        values = {name: d[name] for name in cls.__dataclass_fields__ if name in d}
+        for name in _EVENT_TUPLES:
+            values[name] = tuple(values.get(name) or ())
+        values["moved_partitions"] = tuple(_partition(label) for label in values.get("moved_partitions") or ())
+        return cls(**values)
+
+
+def _partition(label: str | tuple[str, int] | list[Any]) -> TopicPartition:
+    """A moved partition as the event log writes it (``"topic:partition"``) or as a pair."""
+    if isinstance(label, str):
+        topic, _, number = label.rpartition(":")
+        return topic, int(number)
+    topic, partition = label
+    return str(topic), int(partition)
+
+
+@dataclass(frozen=True)
+class MemberSummary:
+    """One member as the exporter labels it (``member`` = owner key, stable across restarts)."""
+
+    member: str
+    member_id: str
+    client_id: str
+    client_host: str
+    assigned_partitions: int
+    instance_id: str | None = None
+    subscribed_topics: tuple[str, ...] = ()  # classic only: what the assignor advisor needs
+
+
+class MemberChurn(NamedTuple):
+    """Joins plus leaves of one (client id, client host) within the churn window."""
+
+    client_id: str
+    client_host: str
+    joins_and_leaves: int
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """What the exporter shows for one group; counters are absolute (survive restarts).
+
+    ``generation`` is the classic generation or the KIP-848 group epoch (None when not
+    known yet); ``protocol`` is the classic assignor or the KIP-848 preferred server
+    assignor ("" when none); ``leader`` is the classic leader's owner key ("" for
+    KIP-848); ``state`` is :func:`streaming.groups.summary.group_state`'s label.
+    ``rebalance_causes`` and ``departures`` count by :data:`CAUSES` / :data:`DEPARTURES`
+    label (a rebalance has one or more causes); ``member_churn`` ranks the clients that
+    joined or left most in the hour before ``as_of_ms`` (at most :data:`MEMBER_CHURN_CAP`).
+    ``rebalance_durations`` are the cumulative counts of the duration histogram per label
+    of :data:`DURATION_BUCKET_LABELS` (empty before the first measured rebalance;
+    ``rebalance_duration_sum_ms`` their sum).
+    """
+
+    group: str
+    group_type: str
+    protocol_type: str
+    protocol: str
+    leader: str
+    state: str
+    generation: int | None
+    member_count: int
+    assigned_partitions: int
+    imbalance_ratio: float | None
+    rebalances_total: int
+    partitions_moved_total: int
+    empty_transitions_total: int
+    recreations_total: int
+    generations_advanced_total: int
+    rebalance_causes: dict[str, int]
+    departures: dict[str, int]
+    member_churn: tuple[MemberChurn, ...]
+    last_rebalance_ms: int | None
+    last_seen_ms: int
+    as_of_ms: int
+    members: tuple[MemberSummary, ...]
+    rebalance_durations: tuple[int, ...] = ()
+    rebalance_duration_sum_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["member_churn"] = [list(entry) for entry in self.member_churn]
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GroupSummary:
+        values = dict(d)
+        values["members"] = tuple(MemberSummary(**{**m, "subscribed_topics": tuple(m.get("subscribed_topics") or ())})
+                                  for m in d["members"])
+        values["member_churn"] = tuple(MemberChurn(*entry) for entry in d["member_churn"])
+        values["rebalance_durations"] = tuple(d.get("rebalance_durations") or ())
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> GroupSummary:
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass
+class BatchResult:
+    """What one batch changed: events, the groups to re-export or forget, offsets that moved."""
+
+    events: list[RebalanceEvent] = field(default_factory=list)
+    changed: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    errors: Counter[str] = field(default_factory=Counter)
+    undecodable: Counter[int] = field(default_factory=Counter)  # of ``errors``, by record type
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- driver -> progress
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What the progress line says about the latest batch the sink handled."""
+
+    batch_id: int = -1
+    records: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    groups: int = 0
+    rebalances: int = 0
+    collect_seconds: float = 0.0  # the Spark job: read, decode, Arrow to the driver
+    fold_seconds: float = 0.0  # the group stage, event log, state delta, metrics

@@ -1,0 +1,278 @@
+"""The operations files: Grafana dashboard, Prometheus rules and config, Kubernetes manifests.
+
+Standard library only (PyYAML is not a dependency). The PromQL itself is checked by
+``promtool`` (Debian package ``prometheus``, installed by `make setup`): rules and config
+syntax, the rules' unit tests (deploy/prometheus/rules_test.yml), and every dashboard query.
+Without promtool these skip, and fail under CI. tests/scenarios/test_prometheus_e2e.py runs them all
+in a real Prometheus against the real job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "dashboards" / "rebalance-monitor.json"
+PROMETHEUS = ROOT / "deploy" / "prometheus"
+RULES = PROMETHEUS / "rules.yml"
+K8S = ROOT / "deploy" / "k8s"
+
+# What the job exports (streaming/exporter.py); every series also has a `cluster` label.
+EXPORTED = frozenset({
+    "kafka_consumergroup_generation",
+    "kafka_consumergroup_rebalances_total",
+    "kafka_consumergroup_last_rebalance_timestamp_seconds",
+    "kafka_consumergroup_members",
+    "kafka_consumergroup_info",
+    "kafka_consumergroup_state",
+    "kafka_consumergroup_assigned_partitions",
+    "kafka_consumergroup_member_assigned_partitions",
+    "kafka_consumergroup_assignment_imbalance_ratio",
+    "kafka_consumergroup_partitions_moved_total",
+    "kafka_consumergroup_committed_offset",
+    "kafka_consumergroup_offset_commits_total",
+    "kafka_consumergroup_lag",
+    "kafka_consumergroup_lag_seconds",
+    "kafka_topic_partition_log_end_offset",
+    "kafka_consumergroup_member_lag",
+    "kafka_consumergroup_member_lag_seconds",
+    "kafka_consumergroup_lag_uncommitted",
+    "kafka_consumergroup_lag_truncations_total",
+    "rebalance_monitor_log_end_poll_timestamp_seconds",
+    "rebalance_monitor_log_end_poll_errors_total",
+    "rebalance_monitor_offsets_topic_unstable_offsets",
+    "rebalance_monitor_offsets_topic_unstable_seconds",
+    "kafka_consumergroup_rebalance_causes_total",
+    "kafka_consumergroup_member_departures_total",
+    "kafka_consumergroup_member_churn",
+    "kafka_consumergroup_rebalance_duration_seconds",
+    "kafka_consumergroup_assignor_imbalance_ratio",
+    "kafka_consumergroup_empty_transitions_total",
+    "kafka_consumergroup_recreations_total",
+    "kafka_consumergroup_generations_advanced_total",
+    "rebalance_monitor_groups_dropped",
+    "rebalance_monitor_members_dropped",
+    "rebalance_monitor_series_dropped",
+    "rebalance_monitor_limit_hits_total",
+    "rebalance_monitor_groups",
+    "rebalance_monitor_series",
+    "rebalance_monitor_records_total",
+    "rebalance_monitor_decode_errors_total",
+    "rebalance_monitor_batch_duration_seconds",
+    "rebalance_monitor_input_lag_records",
+    "rebalance_monitor_last_batch_timestamp_seconds",
+    "rebalance_monitor_skipped_offsets_total",
+    "rebalance_monitor_query_restarts_total",
+})
+HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds", "kafka_consumergroup_rebalance_duration_seconds"})
+SERIES_NAMES = EXPORTED | {h + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")}
+# A metric name on its own: not part of a longer name, nor of a recording rule's level:metric:ops.
+METRIC = re.compile(r"(?<![\w:])(?:kafka_[a-z_]+|rebalance_monitor_[a-z_]+)(?![\w:])")
+RECORDED = re.compile(r"(?<![\w:])[a-z_]+:[a-z_]+:[a-z0-9_]+(?![\w:])")
+
+REQUIRED_ALERTS = {
+    "RebalanceStorm", "FrequentRebalances", "HighPartitionMovement", "AssignmentImbalance",
+    "ConsumerGroupLagSecondsHigh", "GroupStuckReconciling", "MonitorStalled", "MonitorFallingBehind",
+    "MonitorDecodeErrors", "LagPollerStalled", "LagPollErrors", "OffsetsTopicPartitionFrozen",
+    "MonitorQueryRestarting",
+}
+# Grafana's variables, replaced by something PromQL parses.
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h",
+                     "$cluster": ".*", "$group": ".*"}
+
+
+def metric_names(text: str) -> set[str]:
+    return set(METRIC.findall(text))
+
+
+# ------------------------------------------------------------------------------ dashboard
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text())
+
+
+def all_panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for panel in panels:
+        yield panel
+        yield from all_panels(panel.get("panels", []))  # collapsed rows hold their panels
+
+
+def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, PromQL) for every panel target and query variable."""
+    found = [(f"panel {p['id']} {p.get('title')!r} {t['refId']}", t["expr"])
+             for p in all_panels(dashboard["panels"]) for t in p.get("targets", [])]
+    for var in dashboard["templating"]["list"]:
+        if var["type"] == "query":
+            query = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
+            found.append((f"variable {var['name']}", query))
+    return found
+
+
+def test_dashboard_identity_and_variables(dashboard: dict[str, Any]) -> None:
+    assert dashboard["uid"] == "kafka-rebalance-monitor"
+    assert dashboard["schemaVersion"] >= 36
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for name in ("cluster", "group"):
+        assert variables[name]["type"] == "query"
+        assert variables[name]["multi"] is True
+        assert "label_values(" in variables[name]["definition"]
+    assert "$cluster" in variables["group"]["definition"]
+
+
+def test_dashboard_panels_are_well_formed(dashboard: dict[str, Any]) -> None:
+    panels = list(all_panels(dashboard["panels"]))
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids: {sorted(ids)}"
+    cells: dict[tuple[int, int], int] = {}
+    for p in panels:
+        pos = p["gridPos"]
+        assert pos["x"] >= 0 and pos["w"] > 0 and pos["x"] + pos["w"] <= 24, p["title"]
+        for x in range(pos["x"], pos["x"] + pos["w"]):
+            for y in range(pos["y"], pos["y"] + pos["h"]):
+                assert (x, y) not in cells, f"panel {p['id']} overlaps panel {cells[(x, y)]}"
+                cells[(x, y)] = p["id"]
+        if p["type"] == "row":
+            continue
+        assert p.get("targets"), f"panel {p['id']} {p['title']!r} has no query"
+        assert p["datasource"]["uid"] == "${datasource}", p["title"]
+        for t in p["targets"]:
+            assert t["datasource"]["uid"] == "${datasource}", p["title"]
+        ref_ids = [t["refId"] for t in p["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), p["title"]
+
+
+def test_dashboard_queries_use_only_exported_metrics(dashboard: dict[str, Any]) -> None:
+    used: set[str] = set()
+    for where, expr in queries(dashboard):
+        names = metric_names(expr)
+        assert names, f"{where}: no metric in {expr!r}"
+        assert names <= SERIES_NAMES, f"{where}: unknown metrics {sorted(names - SERIES_NAMES)}"
+        assert not RECORDED.findall(expr), f"{where}: recording rules need rules.yml loaded; use raw metrics"
+        if where.startswith("panel"):
+            assert "$cluster" in expr, f"{where}: not filtered by $cluster"
+        used |= names
+    shown = {re.sub(r"_(bucket|sum|count)$", "", n) if n.startswith(tuple(HISTOGRAMS)) else n for n in used}
+    assert shown == EXPORTED, f"not on the dashboard: {sorted(EXPORTED - shown)}"
+
+
+# ------------------------------------------------------------------------------ rules
+
+
+def rule_blocks(text: str, kind: str) -> list[tuple[str, str]]:
+    """(name, block text) of every ``- alert:`` or ``- record:`` rule."""
+    starts = list(re.finditer(rf"^\s*- {kind}: *(\S+)", text, re.M))
+    rules = list(re.finditer(r"^\s*- (?:alert|record):", text, re.M))
+    blocks = []
+    for m in starts:
+        end = next((r.start() for r in rules if r.start() > m.start()), len(text))
+        blocks.append((m.group(1), text[m.start():end]))
+    return blocks
+
+
+def test_rules_use_only_exported_metrics() -> None:
+    text = RULES.read_text()
+    names = metric_names(text)
+    assert names <= SERIES_NAMES, f"unknown metrics in rules.yml: {sorted(names - SERIES_NAMES)}"
+    recorded = {name for name, _ in rule_blocks(text, "record")}
+    assert recorded, "no recording rules"
+    for name in recorded:
+        _level, metric, _ops = name.split(":")
+        assert metric in EXPORTED or f"{metric}_total" in EXPORTED, f"{name}: not named after a metric"
+    referenced = set(RECORDED.findall(text))
+    assert referenced <= recorded, f"recording rules used but not defined: {sorted(referenced - recorded)}"
+
+
+def test_alerts_have_severity_and_annotations() -> None:
+    alerts = rule_blocks(RULES.read_text(), "alert")
+    assert {name for name, _ in alerts} >= REQUIRED_ALERTS
+    for name, block in alerts:
+        assert re.search(r"^\s+severity: (critical|warning)$", block, re.M), f"{name}: severity"
+        assert re.search(r"^\s+summary:", block, re.M), f"{name}: summary"
+        assert re.search(r"^\s+description:", block, re.M), f"{name}: description"
+        assert "Threshold" in block or name == "MonitorDown", f"{name}: threshold not documented"
+        if name.startswith(("Rebalance", "Frequent", "HighPartition", "Assignment", "ConsumerGroup", "Group")):
+            assert "$labels.group" in block and "$labels.cluster" in block, f"{name}: labels in annotations"
+
+
+def test_prometheus_config_scrapes_the_job() -> None:
+    text = (PROMETHEUS / "prometheus.yml").read_text()
+    assert re.search(r"^\s+- rules\.yml", text, re.M)
+    assert "localhost:10308" in text
+    assert re.search(r"^\s+scrape_interval: 15s$", text, re.M)
+
+
+def run_promtool(promtool: str, *args: str, cwd: Path = ROOT, context: str = "") -> None:
+    result = subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"promtool {' '.join(args)}:\n{result.stdout}\n{result.stderr}{context}"
+
+
+def test_promtool_check_rules(promtool: str) -> None:
+    run_promtool(promtool, "check", "rules", str(RULES))
+
+
+def test_promtool_check_config(promtool: str) -> None:
+    run_promtool(promtool, "check", "config", str(PROMETHEUS / "prometheus.yml"))
+
+
+def test_promtool_rule_unit_tests(promtool: str) -> None:
+    run_promtool(promtool, "test", "rules", "rules_test.yml", cwd=PROMETHEUS)
+
+
+def dashboard_expressions(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, PromQL) for every query, Grafana variables filled in, label_values() unwrapped."""
+    found = []
+    for where, expr in queries(dashboard):
+        if expr.startswith("label_values("):
+            expr = re.sub(r"^label_values\((.*), *\w+\)$", r"\1", expr)
+        for variable, value in GRAFANA_VARIABLES.items():
+            expr = expr.replace(variable, value)
+        assert "$" not in expr, f"unhandled Grafana variable in {expr!r}"
+        found.append((where, expr))
+    return found
+
+
+def test_dashboard_queries_parse(promtool: str, dashboard: dict[str, Any], tmp_path: Path) -> None:
+    """Each dashboard query as a recording rule for promtool."""
+    expressions = dashboard_expressions(dashboard)
+    rules = [{"record": f"dashboard:query:q{i}", "expr": expr} for i, (_, expr) in enumerate(expressions)]
+    names = [f"\nq{i}: {where}" for i, (where, _) in enumerate(expressions)]
+    path = tmp_path / "dashboard_rules.yml"
+    path.write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))  # JSON is YAML
+    run_promtool(promtool, "check", "rules", str(path), context="".join(names))
+
+
+# ------------------------------------------------------------------------------ kubernetes
+
+
+def test_k8s_one_job_per_checkpoint() -> None:
+    deployment = (K8S / "deployment.yaml").read_text()
+    pvc = (K8S / "pvc.yaml").read_text()
+    service = (K8S / "service.yaml").read_text()
+    assert re.search(r"^  replicas: 1$", deployment, re.M)
+    assert re.search(r"^  strategy:\n    type: Recreate$", deployment, re.M)
+    claim = re.search(r"claimName: (\S+)", deployment)
+    assert claim and re.search(rf"^kind: PersistentVolumeClaim\n(.*\n)*?  name: {claim.group(1)}$", pvc, re.M)
+    assert "mountPath: /data\n" in deployment
+    args = re.findall(r"^ {12}- (.+)$", deployment.split("args:", 1)[1].split("env:", 1)[0], re.M)
+    pairs = dict(zip(args[::2], args[1::2], strict=True))
+    assert pairs["--bootstrap-server"] == "$(KAFKA_BOOTSTRAP)"
+    assert pairs["--checkpoint-dir"] == "/data/checkpoint"
+    assert pairs["--metrics-port"] == '"10308"'
+    assert {"--kafka.security.protocol", "--kafka.sasl.mechanism", "--kafka.sasl.jaas.config"} <= pairs.keys()
+    assert re.search(r"livenessProbe:\n\s+httpGet:\n\s+path: /metrics", deployment)
+    assert re.search(r"requests:\n\s+cpu: \"2\"\n\s+memory: 4Gi", deployment)
+    assert 'prometheus.io/scrape: "true"' in service and 'prometheus.io/port: "10308"' in service
+    kustomization = (K8S / "kustomization.yaml").read_text()
+    for name in re.findall(r"^  - (\S+)$", kustomization, re.M):
+        assert (K8S / name).is_file(), name

@@ -1,0 +1,151 @@
+"""Stopping the job and restarting it from its checkpoint: nothing duplicated, nothing lost."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from benchmarks.synthetic import Workload, backlog, produce
+from decoders import decode
+from streaming.logs.dead_letters import print_dead_letters
+from testbed.workload import Member, start_members, wait_balanced
+from tests.support.decoder_encoder import encode_key
+from tests.support.monitor_helpers import scrape, series, start_monitor, value, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tmp_path):
+    prefix = f"restart-{unique}"
+    topic = f"{prefix}-t"
+    admin.create_topic(topic, 4)
+    parts = [(topic, p) for p in range(4)]
+    busy, idle = f"{prefix}-busy", f"{prefix}-idle"
+    crew = {g: [Member(kafka_broker.bootstrap, g, [topic], f"{g}-C{i}") for i in range(2)] for g in (busy, idle)}
+    members.extend(m for ms in crew.values() for m in ms)
+    for ms in crew.values():
+        start_members(ms)
+    for ms in crew.values():
+        wait_balanced(ms, parts)
+    job_args = ("--include-groups", f"^{prefix}-")
+
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, *job_args)
+    try:
+        wait_for(job, lambda s: all(value(s, "kafka_consumergroup_generation", group=g) == crew[g][0].generation
+                                    for g in (busy, idle)), "both groups' baselines")
+        crew[busy].append(Member(kafka_broker.bootstrap, busy, [topic], f"{busy}-C2").start())
+        members.append(crew[busy][-1])
+        wait_balanced(crew[busy], parts)
+        samples = wait_for(job, lambda s: value(s, "kafka_consumergroup_generation", group=busy)
+                           == crew[busy][0].generation, "a rebalance before the stop")
+        rebalances_before = value(samples, "kafka_consumergroup_rebalances_total", group=busy)
+        idle_generation = value(samples, "kafka_consumergroup_generation", group=idle)
+    finally:
+        job.stop()
+    events_before = job.event_log.read(busy)
+    assert len(events_before) == rebalances_before >= 1
+
+    # While the job is down, the busy group rebalances again.
+    crew[busy].pop(0).leave()
+    wait_balanced(crew[busy], parts)
+    generation_after_downtime = crew[busy][0].generation
+
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, *job_args)
+    try:
+        # The idle group wrote nothing new, yet its gauges are there as soon as the job serves.
+        first = wait_for(job, lambda s: value(s, "kafka_consumergroup_generation", group=idle) is not None,
+                         "restored series")
+        assert value(first, "kafka_consumergroup_generation", group=idle) == idle_generation
+        samples = wait_for(job, lambda s: value(s, "kafka_consumergroup_generation", group=busy)
+                           == generation_after_downtime, "the rebalance that happened while down")
+        assert value(samples, "kafka_consumergroup_rebalances_total", group=busy) == rebalances_before + 1
+        assert value(samples, "kafka_consumergroup_generation", group=idle) == idle_generation
+    finally:
+        job.stop()
+    events = job.event_log.read(busy)
+    transitions = [(e.old_generation, e.new_generation) for e in events]
+    assert len(transitions) == len(set(transitions)) == rebalances_before + 1
+    assert transitions[-1][1] == generation_after_downtime
+    assert events[: len(events_before)] == events_before
+
+    # Restarted with a narrower filter (Java regex, as rlike runs it): the restored idle group is left out.
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--include-groups", f"^\\Q{busy}\\E$")
+    try:
+        restored = scrape(job)
+        assert value(restored, "kafka_consumergroup_generation", group=busy) == generation_after_downtime
+        assert value(restored, "kafka_consumergroup_generation", group=idle) is None
+    finally:
+        job.stop()
+
+
+def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafka_broker, admin, tmp_path, unique):
+    """200 groups x 50 partitions, a generation every 100 commits, written in two halves (the second
+    batch compacts the state into a snapshot); a restart serves the same offsets and counters at once."""
+    topic = f"w1-shaped-{unique}"
+    admin.create_topic(topic, 50)
+    shape = Workload(groups=200, partitions=50, records=40_000, generation_every=100)
+    records = list(backlog(shape, int(time.time() * 1000)))
+    expected_offsets: dict[tuple[str, str, str], float] = {}
+    generations: dict[str, int] = {}
+    for _, key, raw in records:
+        decoded = decode(key, raw)
+        if decoded.record_type == 2:
+            generations[decoded.group] = decoded.value.generation
+        else:
+            k = decoded.key
+            expected_offsets[(decoded.group, k.topic, str(k.partition))] = decoded.value.offset
+    half = len(records) // 2
+    # Hostile records in the second half: counted and kept as dead letters; every valid one still applies.
+    hostile = [(0, b"\x00\x63junk", b"x"), (1, b"\x00", b"y"),
+               (2, encode_key(2, {"group": "bench-group-0"}), b"\x00\x03\xff")]
+    records[half:half] = hostile
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
+    # snapshot at every chance: the restart reads a snapshot and the deltas after it
+    job.runner.state_store.compact_min_rows, job.runner.state_store.compact_factor = 0, 0.0
+    try:
+        produce(kafka_broker.bootstrap, topic, iter(records[:half]))
+        wait_for(job, lambda s: (value(s, "rebalance_monitor_records_total", record_type="OffsetCommit") or 0)
+                 + (value(s, "rebalance_monitor_records_total", record_type="GroupMetadata") or 0) == half,
+                 "the first half")
+        produce(kafka_broker.bootstrap, topic, iter(records[half:]))
+        before = wait_for(job, lambda s: _committed(s) == expected_offsets, "every commit of the topic")
+    finally:
+        job.stop()
+    assert any(p.name.startswith("snapshot-") for p in (tmp_path / "checkpoint" / "monitor" / "state").iterdir())
+    assert series(before, "rebalance_monitor_decode_errors_total") == {
+        frozenset({("cluster", "test"), ("reason", reason)}): 1.0
+        for reason in ("unknown_record_type", "truncated_key", "truncated_value")}
+    printed = io.StringIO()
+    assert print_dead_letters(tmp_path / "checkpoint" / "monitor" / "dead-letters", printed) == 3
+    assert f"{topic}-0@" in printed.getvalue() and "key=00636a756e6b" in printed.getvalue()
+    for group, generation in generations.items():
+        assert value(before, "kafka_consumergroup_generation", group=group) == generation
+        assert value(before, "kafka_consumergroup_rebalances_total", group=group) == generation - 1
+    counters = ("kafka_consumergroup_rebalances_total", "kafka_consumergroup_partitions_moved_total",
+                "kafka_consumergroup_offset_commits_total", "kafka_consumergroup_generation",
+                "kafka_consumergroup_members")
+
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
+    try:
+        restored = scrape(job)  # served from the checkpoint before any batch runs
+        assert _committed(restored) == expected_offsets
+        for name in counters:
+            assert series(restored, name) == series(before, name), name
+        time.sleep(5)  # triggers come and go: nothing is read again, nothing counted twice
+        later = scrape(job)
+        for name in counters:
+            assert series(later, name) == series(before, name), name
+    finally:
+        job.stop()
+    events = job.event_log.read()
+    assert len(events) == len({(e.group, e.new_generation) for e in events}) == sum(
+        generation - 1 for generation in generations.values())
+
+
+def _committed(samples) -> dict[tuple[str, str, str], float]:
+    committed = series(samples, "kafka_consumergroup_committed_offset")
+    rows = ((dict(labels), v) for labels, v in committed.items())
+    return {(labels["group"], labels["topic"], labels["partition"]): v
+            for labels, v in rows if labels["group"].startswith("bench-group-")}

@@ -1,0 +1,181 @@
+"""The job seen where operators look: a real Prometheus scrapes a running monitor while real
+groups churn, evaluates the shipped rules, and answers every dashboard query.
+
+The rules are the shipped expressions with every ``for:`` cut to 10 s and MonitorStalled's
+5-minute threshold cut to 20 s (testbed.prometheus.fast_rules): the production durations
+would make this test take an hour. Everything else, thresholds included, is as shipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.broker import LocalKafka
+from testbed.prometheus import LocalPrometheus, fast_rules
+from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced
+from tests.deploy.test_ops_files import DASHBOARD, dashboard_expressions, metric_names
+from tests.support.monitor_helpers import start_monitor
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = "prom-e2e"
+STORM_SECONDS = 300  # the storm loop's bound: RebalanceStorm needs > 10 rebalances in 10m
+# Expressions a healthy job leaves empty: no record has failed to decode.
+# Families that stay empty on a healthy cluster: nothing undecodable, no truncated log, no
+# failed poll, no open transaction on __consumer_offsets, every assigned partition committed,
+# no limit hit.
+MAY_BE_EMPTY = ("rebalance_monitor_decode_errors_total", "kafka_consumergroup_lag_truncations_total",
+                "rebalance_monitor_log_end_poll_errors_total", "rebalance_monitor_offsets_topic_unstable_seconds",
+                "kafka_consumergroup_lag_uncommitted", "rebalance_monitor_limit_hits_total")
+
+
+@dataclass
+class Scene:
+    prometheus: LocalPrometheus
+    monitor: Any
+    groups: dict[str, str]  # role -> group name
+    members: list[Member] = field(default_factory=list)
+    monitor_running: bool = True
+
+    def stop_monitor(self) -> None:
+        if self.monitor_running:
+            self.monitor_running = False
+            self.monitor.stop()
+
+
+def wait(check: Callable[[], Any], timeout: float, what: str, every: float = 1.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def alert_states(prometheus: LocalPrometheus, name: str) -> dict[str, str]:
+    """group (or cluster) -> pending/firing, for the active alerts named ``name``."""
+    return {a["labels"].get("group", a["labels"].get("cluster", "")): a["state"] for a in prometheus.alerts(name)}
+
+
+@pytest.fixture(scope="module")
+def scene(spark: Any, kafka_broker: LocalKafka, admin: Admin, prometheus_bin: str,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    """The seeds' range and round-robin groups (two consumers, t0 and t1 with three partitions
+    each) consuming steadily, a storm group, one monitor of their own, and Prometheus."""
+    work = tmp_path_factory.mktemp("prom-e2e")
+    suffix = work.name.replace("_", "-")
+    topics = [f"prom-{suffix}-t{i}" for i in range(2)]
+    for topic in topics:
+        admin.create_topic(topic, 3)
+    groups = {role: f"prom-{role}-{suffix}" for role in ("range", "roundrobin", "storm")}
+    monitor = start_monitor(spark, kafka_broker.bootstrap, work, "--cluster", CLUSTER,
+                            "--include-groups", f"^prom-.*-{suffix}$")
+    prometheus = LocalPrometheus(work / "prometheus", [f"127.0.0.1:{monitor.metrics_port}"],
+                                 rules=fast_rules(work / "rules.yml", "10s", stall_seconds=20),
+                                 scrape_interval="1s", evaluation_interval="1s")
+    producer = RateProducer(kafka_broker.bootstrap, topics, rate=20)
+    scene = Scene(prometheus, monitor, groups)
+    try:
+        prometheus.start()
+        producer.start()
+        for assignor in ("range", "roundrobin"):
+            group = groups[assignor]
+            started = start_members(Member(kafka_broker.bootstrap, group, topics, f"{group}-c{i}", assignor=assignor)
+                                    for i in range(2))
+            scene.members += started
+            wait_balanced(started, [(t, p) for t in topics for p in range(3)])
+        scene.members += start_members([Member(kafka_broker.bootstrap, groups["storm"], topics[:1],
+                                               f"{groups['storm']}-steady")])
+        yield scene
+    finally:
+        producer.stop()
+        for member in scene.members:
+            if member.running:
+                member.crash()
+        scene.stop_monitor()
+        prometheus.stop()
+
+
+def test_rebalance_storm_fires_and_steady_groups_stay_quiet(scene: Scene, kafka_broker: LocalKafka) -> None:
+    """A member joins and leaves the storm group in a loop until RebalanceStorm fires for it;
+    the groups consuming steadily never raise it, pending or firing."""
+    storm, topics = scene.groups["storm"], scene.members[-1].topics
+    wait(lambda: scene.prometheus.query(f'kafka_consumergroup_members{{group="{storm}"}}'), 120,
+         "Prometheus to scrape the storm group")
+    deadline = time.monotonic() + STORM_SECONDS
+    cycle = 0
+    increase = f'increase(kafka_consumergroup_rebalances_total{{group="{storm}"}}[10m])'
+    while alert_states(scene.prometheus, "RebalanceStorm").get(storm) != "firing":
+        assert time.monotonic() < deadline, (
+            f"no firing RebalanceStorm for {storm} after {cycle} join/leave cycles; {increase}: "
+            f"{scene.prometheus.query(increase)}")
+        quiet = {g for g in alert_states(scene.prometheus, "RebalanceStorm") if g != storm}
+        assert not quiet, f"RebalanceStorm raised for steadily consuming groups {quiet}"
+        flapper = Member(kafka_broker.bootstrap, storm, topics, f"{storm}-flap{cycle}")
+        scene.members.append(flapper)
+        start_members([flapper])
+        flapper.leave()
+        cycle += 1
+    steady = {scene.groups["range"], scene.groups["roundrobin"]}
+    assert not steady & set(alert_states(scene.prometheus, "RebalanceStorm"))
+    # The page says why and who: the causes counted and the flapping clients by name.
+    [alert] = [a for a in scene.prometheus.alerts("RebalanceStorm") if a["labels"]["group"] == storm]
+    description = alert["annotations"]["description"]
+    assert "members_joined" in description and "members_left" in description, description
+    assert f"{storm}-flap" in description, description
+
+
+def test_imbalance_fires_for_range_not_roundrobin(scene: Scene) -> None:
+    """Range puts 4 of the 6 partitions on one consumer where 3 and 3 were possible."""
+    rng, rr = scene.groups["range"], scene.groups["roundrobin"]
+    wait(lambda: alert_states(scene.prometheus, "AssignmentImbalance").get(rng) == "firing", 90,
+         f"AssignmentImbalance to fire for {rng}")
+    ratios = {r["metric"]["group"]: float(r["value"][1]) for r in scene.prometheus.query(
+        f'kafka_consumergroup_assignment_imbalance_ratio{{group=~"{rng}|{rr}"}}')}
+    assert ratios == {rng: pytest.approx(4 / 3), rr: 1.0}
+    assert rr not in alert_states(scene.prometheus, "AssignmentImbalance")
+
+
+def test_every_dashboard_query_parses_and_returns_data(scene: Scene) -> None:
+    """Each panel and variable query, Grafana's variables filled in, through the query API."""
+    dashboard = json.loads(Path(DASHBOARD).read_text())
+    expressions = dashboard_expressions(dashboard)
+
+    def empty() -> list[str]:
+        return [f"{where}: {expr}" for where, expr in expressions
+                if not scene.prometheus.query(expr) and not any(m in expr for m in MAY_BE_EMPTY)]
+
+    # Rates and derivatives need a minute of samples; give the last ones time to arrive.
+    missing = empty()
+    if missing:
+        time.sleep(60)
+        missing = empty()
+    assert not missing, "dashboard queries without data:\n" + "\n".join(missing)
+
+
+def test_every_dashboard_metric_is_exported_by_the_job(scene: Scene) -> None:
+    """Every metric the dashboard names is a family in the job's own /metrics (# TYPE lines
+    list families that have no sample yet, such as decode errors on a healthy cluster)."""
+    text = urllib.request.urlopen(scene.monitor.metrics_url, timeout=10).read().decode()
+    families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    dashboard = json.loads(Path(DASHBOARD).read_text())
+    named = {name for _, expr in dashboard_expressions(dashboard) for name in metric_names(expr)}
+    missing = {n for n in named if re.sub(r"_(total|bucket|sum|count)$", "", n) not in families and n not in families}
+    assert not missing, f"the dashboard names metrics the job does not export: {sorted(missing)}"
+
+
+def test_monitor_stalled_fires_when_the_job_stops(scene: Scene) -> None:
+    assert CLUSTER not in alert_states(scene.prometheus, "MonitorStalled"), "stalled while running"
+    scene.stop_monitor()
+    wait(lambda: alert_states(scene.prometheus, "MonitorStalled").get(CLUSTER) == "firing", 120,
+         "MonitorStalled to fire after the job stopped")

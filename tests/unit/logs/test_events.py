@@ -1,0 +1,158 @@
+"""The Parquet event log: append-only across runs, exactly once per batch id within one, the printout."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from streaming.logs.events import EVENT_SCHEMA, EventLog, churn, format_event, print_history, run_id_for_checkpoint
+from streaming.protocol import RebalanceEvent
+
+T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+
+
+def event(group: str, old: int, t: int, **overrides) -> RebalanceEvent:
+    fields = dict(
+        group=group, group_type="classic", old_generation=old, new_generation=old + 1, event_time_ms=t,
+        protocol="range", leader="C0", leader_changed=False, members_joined=("C2",), members_left=(),
+        member_count=3, partitions_moved=2, moved_partitions=(("t0", 1), ("t0", 2)), partitions_revoked=2,
+        partitions_assigned=2, imbalance_before=4 / 3, imbalance_after=1.0, causes=("members_joined",),
+        departures=(), joined_clients=("app@/10.0.0.3",), left_clients=(), duration_ms=120,
+    )
+    fields.update(overrides)
+    return RebalanceEvent(**fields)
+
+
+def test_append_and_read_round_trip(tmp_path):
+    log = EventLog(tmp_path / "events")
+    events = [event("a", 1, T0), event("a", 2, T0 + 1, members_joined=(), members_left=("C2",),
+                                         imbalance_before=None, imbalance_after=None, protocol=None,
+                                         leader=None, moved_partitions=())]
+    log.append(0, events)
+    assert log.read() == events
+
+
+def test_reappending_a_batch_replaces_it(tmp_path):
+    log = EventLog(tmp_path)
+    log.append(7, [event("a", 1, T0), event("b", 1, T0)])
+    log.append(7, [event("a", 1, T0), event("b", 1, T0)])  # Spark re-ran the batch
+    assert len(log.read()) == 2
+    log.append(7, [event("a", 1, T0)])
+    assert [e.group for e in log.read()] == ["a"]
+    log.append(7, [])  # the re-run found nothing: the earlier attempt's file goes
+    assert log.read() == [] and log.batch_ids() == []
+    assert list(log.run_path.iterdir()) == []
+
+
+def test_empty_batches_write_nothing(tmp_path):
+    log = EventLog(tmp_path / "missing")
+    log.append(1, [])
+    assert not (tmp_path / "missing").exists()
+    assert log.read() == [] and log.batch_ids() == []
+
+
+def test_read_sorts_by_time_and_filters_by_group(tmp_path):
+    log = EventLog(tmp_path)
+    log.append(2, [event("a", 3, T0 + 300), event("b", 1, T0 + 100)])
+    log.append(1, [event("a", 2, T0 + 200), event("a", 1, T0 + 50)])
+    log.append(10, [event("b", 2, T0 + 250)])
+    assert [(e.group, e.new_generation) for e in log.read()] == [
+        ("a", 2), ("b", 2), ("a", 3), ("b", 3), ("a", 4)]
+    assert [e.new_generation for e in log.read("a")] == [2, 3, 4]
+    assert log.read("nobody") == []
+    assert log.batch_ids() == [1, 2, 10]
+
+
+def test_files_carry_the_documented_schema(tmp_path):
+    log = EventLog(tmp_path, run_id="r1")
+    log.append(5, [event("a", 1, T0)])
+    (path,) = log.files()
+    assert path == tmp_path / "run=r1" / "batch=5.parquet"
+    table = pq.ParquetFile(path).read()  # (read_table would add a "run" column from the directory name)
+    assert table.schema.equals(EVENT_SCHEMA)
+    assert table.column("run_id").to_pylist() == ["r1"]
+    assert table.column("batch_id").to_pylist() == [5]
+    assert table.column("moved_partitions").to_pylist() == [["t0:1", "t0:2"]]
+    assert table.column("causes").to_pylist() == [["members_joined"]]
+
+
+def test_a_new_checkpoint_keeps_all_earlier_history(tmp_path):
+    log_dir = tmp_path / "events"
+    first = EventLog(log_dir, run_id=run_id_for_checkpoint(tmp_path / "checkpoint-1"))
+    first.append(0, [event("a", 1, T0)])
+    first.append(1, [event("a", 2, T0 + 10)])
+    def first_run_files():
+        return {p: p.read_bytes() for p in first.files() if p.parent == first.run_path}
+
+    written = first_run_files()
+    assert len(written) == 2
+    # A new checkpoint: batch ids restart at 0, under a new run id.
+    second = EventLog(log_dir, run_id=run_id_for_checkpoint(tmp_path / "checkpoint-2"))
+    assert second.run_id != first.run_id
+    second.append(0, [event("a", 3, T0 + 20)])
+    second.append(1, [])  # an empty re-run in the new run removes nothing of the old one
+    assert first_run_files() == written
+    assert [e.new_generation for e in second.read("a")] == [2, 3, 4]
+    assert second.runs() == sorted([first.run_id, second.run_id])
+    # Restarting the first checkpoint resumes its run: a re-run of batch 1 replaces only its file.
+    again = EventLog(log_dir, run_id=run_id_for_checkpoint(tmp_path / "checkpoint-1"))
+    assert again.run_id == first.run_id
+    again.append(1, [event("a", 2, T0 + 10, members_joined=("C9",))])
+    assert [e.members_joined for e in again.read("a")] == [("C2",), ("C9",), ("C2",)]
+
+
+def test_run_ids_are_checked():
+    with pytest.raises(ValueError):
+        EventLog("x", run_id="../elsewhere")
+
+
+def test_files_from_before_runs_are_still_read(tmp_path):
+    legacy = EVENT_SCHEMA.remove(EVENT_SCHEMA.get_field_index("run_id"))
+    for name in ("causes", "departures", "joined_clients", "left_clients", "duration_ms"):
+        legacy = legacy.remove(legacy.get_field_index(name))
+    old = event("a", 1, T0, causes=(), joined_clients=(), duration_ms=None)
+    row = {"batch_id": 3, **old.to_dict()}
+    pq.write_table(pa.Table.from_pylist([row], schema=legacy), tmp_path / "batch=3.parquet")
+    EventLog(tmp_path, run_id="new").append(0, [event("a", 2, T0 + 1)])
+    assert EventLog(tmp_path).read("a") == [old, event("a", 2, T0 + 1)]
+
+
+def test_timeline_line():
+    line = format_event(event("a", 4, T0, leader_changed=True, leader="C1"))
+    assert line == (
+        "2023-11-14T22:13:20.000Z  gen 4 -> 5  causes=members_joined  protocol=range  leader=C1 (changed)"
+        "  joined=[C2]  left=[]  members=3  moved=2 revoked=2 assigned=2  imbalance 1.33 -> 1.00"
+        "  duration=0.120s"
+    )
+    left = format_event(event("a", 5, T0, protocol=None, leader=None, members_joined=(),
+                              members_left=("C0", "C1"), departures=("left_cleanly", "poll_timeout"),
+                              member_count=1, imbalance_after=None, causes=(), duration_ms=None))
+    assert "causes=-  protocol=-  leader=-" in left and "imbalance 1.33 -> -" in left
+    assert "left=[C0 (left_cleanly), C1 (poll_timeout)]" in left and left.endswith("duration=-")
+
+
+def test_print_history(tmp_path):
+    log = EventLog(tmp_path)
+    log.append(1, [event("a", 1, T0), event("b", 1, T0)])
+    log.append(2, [event("a", 2, T0 + 60_000, causes=("members_left", "leader_changed"), members_joined=(),
+                         joined_clients=(), members_left=("C2",), left_clients=("app@/10.0.0.3",),
+                         departures=("session_timeout",))])
+    out = io.StringIO()
+    assert print_history(tmp_path, "a", out) == 2
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "group a (classic): 2 rebalance(s)"
+    assert [line.split("  ")[1] for line in lines[1:3]] == ["gen 1 -> 2", "gen 2 -> 3"]
+    assert lines[3] == "causes: leader_changed=1, members_joined=1, members_left=1"
+    assert lines[4] == "churn (joins + leaves): app@/10.0.0.3 x2"
+    out = io.StringIO()
+    assert print_history(tmp_path, "zzz", out) == 0
+    assert out.getvalue().startswith("no rebalance events for group 'zzz'")
+
+
+def test_churn_ranks_and_caps():
+    events = [event("a", i, T0 + i, joined_clients=(f"c{i}@h",), left_clients=("flappy@h",)) for i in range(15)]
+    ranked = churn(events)
+    assert ranked[0] == ("flappy@h", 15) and len(ranked) == 10

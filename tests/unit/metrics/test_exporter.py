@@ -1,0 +1,392 @@
+"""Prometheus exposition: names, labels, HELP, values, removal, limits, serving, concurrency."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import urllib.error
+import urllib.request
+from collections import defaultdict
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from decoders.records import Record, Struct
+from streaming.driver.publish import Publisher, build_publishing
+from streaming.groups.fold import apply_record
+from streaming.groups.stage import CommittedOffset, GroupOffsets
+from streaming.groups.summary import summarize
+from streaming.lag.tracker import LagTracker
+from streaming.metrics.server import MetricsServer
+
+T0 = 1_700_000_000_000
+
+
+def member(member_id: str, assigned: dict[str, list[int]], instance: str | None = None) -> Struct:
+    return Struct(
+        memberId=member_id, groupInstanceId=instance, clientId=f"client-{member_id}", clientHost="/10.0.0.7",
+        rebalanceTimeout=300000, sessionTimeout=45000, subscription=b"", assignment=b"",
+        decodedSubscription=Struct(version=0, topics=tuple(assigned), userData=None),
+        decodedAssignment=Struct(
+            version=0, userData=None,
+            assignedPartitions=tuple(Struct(topic=t, partitions=tuple(p)) for t, p in assigned.items()),
+        ),
+        payloadError=None,
+    )
+
+
+def classic(group: str, generation: int, members: list[Struct], ts: int) -> Record:
+    value = Struct(protocolType="consumer", generation=generation, protocol="range",
+                   leader=members[0]["memberId"], currentStateTimestamp=ts, members=tuple(members))
+    return Record(2, Struct(group=group), 3, value)
+
+
+def orders_summary():
+    """Group ``orders``: a rebalance from 2 to 3 members."""
+    first = [member("C0", {"t0": [0, 1]}), member("C1", {"t0": [2]})]
+    snap, _ = apply_record(None, classic("orders", 1, first, T0), T0)
+    snap, events = apply_record(snap, classic("orders", 2, [
+        member("C0", {"t0": [0]}), member("C1", {"t0": [2]}), member("C2", {"t0": [1]}, instance="i-2"),
+    ], T0 + 60_000), T0 + 60_000)
+    assert len(events) == 1
+    return summarize(snap, T0 + 61_000)
+
+
+ORDERS_OFFSETS = GroupOffsets({("t0", 0): CommittedOffset(150, T0), ("t0", 1): CommittedOffset(200, T0),
+                               ("t1", 0): CommittedOffset(5, T0)}, commits_total=5, last_commit_ms=T0)
+
+
+def kip848_summary():
+    """Group ``kip``: a KIP-848 group whose member has not reconciled yet."""
+    key = Struct(groupId="kip", memberId="m1")
+    records = [
+        Record(5, key, 0, Struct(instanceId=None, clientId="cli", clientHost="/h",
+                                 subscribedTopicNames=("t0",), serverAssignor="range")),
+        Record(3, Struct(groupId="kip"), 0, Struct(epoch=4)),
+        Record(7, key, 0, Struct(topicPartitions=(Struct(topicId="id0", partitions=(0, 1)),))),
+        Record(6, Struct(groupId="kip"), 0, Struct(assignmentEpoch=4)),
+        Record(8, key, 0, Struct(memberEpoch=3, previousMemberEpoch=2, state=0,
+                                 assignedPartitions=(Struct(topicId="id0", partitions=(0,)),),
+                                 partitionsPendingRevocation=())),
+    ]
+    snap = None
+    for r in records:
+        snap, _ = apply_record(snap, r, T0)
+    return summarize(snap, T0)
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def parse(text: str):
+    """(samples by exposed name → [(labels, value)], HELP by family name)."""
+    samples, helps = defaultdict(list), {}
+    for family in text_string_to_metric_families(text):
+        helps[family.name] = family.documentation
+        for s in family.samples:
+            samples[s.name].append((s.labels, s.value))
+    return samples, helps
+
+
+def scrape(exporter: Publisher):
+    text = exporter.exporter.render().decode()
+    return (*parse(text), text)
+
+
+def value(samples, name: str, **labels) -> float:
+    matches = [v for lab, v in samples[name] if all(lab.get(k) == str(x) for k, x in labels.items())]
+    assert len(matches) == 1, (name, labels, samples[name])
+    return matches[0]
+
+
+EXPOSED = {
+    "kafka_consumergroup_generation", "kafka_consumergroup_rebalances_total",
+    "kafka_consumergroup_last_rebalance_timestamp_seconds", "kafka_consumergroup_members",
+    "kafka_consumergroup_info", "kafka_consumergroup_state", "kafka_consumergroup_assigned_partitions",
+    "kafka_consumergroup_member_assigned_partitions", "kafka_consumergroup_assignment_imbalance_ratio",
+    "kafka_consumergroup_partitions_moved_total", "kafka_consumergroup_committed_offset",
+    "kafka_consumergroup_offset_commits_total", "kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds",
+    "kafka_consumergroup_topic_total_lag", "kafka_consumergroup_topic_max_lag",
+    "kafka_consumergroup_topic_max_lag_seconds", "kafka_consumergroup_total_lag", "kafka_consumergroup_max_lag",
+    "kafka_consumergroup_max_lag_seconds",
+    "kafka_topic_partition_log_end_offset", "rebalance_monitor_records_total",
+    "rebalance_monitor_decode_errors_total", "rebalance_monitor_skipped_offsets_total",
+    "rebalance_monitor_query_restarts_total",
+    "rebalance_monitor_batch_duration_seconds_bucket", "rebalance_monitor_batch_duration_seconds_count",
+    "rebalance_monitor_batch_duration_seconds_sum", "rebalance_monitor_input_lag_records",
+    "rebalance_monitor_input_lag_seconds", "rebalance_monitor_last_batch_timestamp_seconds",
+    "rebalance_monitor_groups", "rebalance_monitor_series", "rebalance_monitor_series_dropped",
+    "rebalance_monitor_log_end_poll_timestamp_seconds", "kafka_consumergroup_empty_transitions_total",
+    "kafka_consumergroup_recreations_total", "kafka_consumergroup_generations_advanced_total",
+    "kafka_consumergroup_rebalance_causes_total", "kafka_consumergroup_member_churn",
+    "kafka_consumergroup_lag_uncommitted", "kafka_consumergroup_member_lag", "kafka_consumergroup_member_lag_seconds",
+    "kafka_consumergroup_rebalance_duration_seconds_bucket", "kafka_consumergroup_rebalance_duration_seconds_sum",
+    "kafka_consumergroup_rebalance_duration_seconds_count",
+}
+# C0 owns t0:0 (committed 150, log end 200), C1 owns t0:2 (never committed), i-2 owns t0:1 (caught up).
+ORDERS_ASSIGNMENTS = {"C0": [("t0", 0)], "C1": [("t0", 2)], "i-2": [("t0", 1)]}
+NOW = 1_700_000_100.0
+
+
+def make_exporter(granularity: str = "partition", max_series: int | None = None) -> tuple[Publisher, Clock]:
+    clock = Clock(NOW)
+    tracker = LagTracker(interval_s=10, clock=clock)
+    exporter = build_publishing("prod-eu", tracker, granularity, max_series)
+    exporter.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
+    exporter.publish(kip848_summary(), None)
+    # the source topic is tracked for the job's own input lag: 40 records past where the last batch ended
+    exporter.instruments.observe_batch(0.3, 1, {("offsets", 0): 1000}, 1_700_000_000.5)
+    exporter.instruments.observe_batch(7.0, 2, {("offsets", 0): 1060}, 1_700_000_010.5)
+    exporter.lag.refresh(NOW)  # tells the tracker what to poll
+    tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("t0", 2): (10, 40), ("offsets", 0): (0, 1100)},
+                           NOW - 1)
+    tracker.record_round(NOW - 1, {})
+    exporter.instruments.count_records({1: 5, 2: 2}, newest_record_ms=int((NOW - 30) * 1000))
+    exporter.instruments.count_records({1: 1, 3: 1})
+    exporter.instruments.count_decode_errors({"truncated_value": 2})
+    exporter.lag.refresh(NOW)
+    return exporter, clock
+
+
+@pytest.fixture
+def exporter() -> Publisher:
+    return make_exporter()[0]
+
+
+def test_every_series_is_named_labelled_and_documented(exporter):
+    samples, helps, text = scrape(exporter)
+    assert set(samples) == EXPOSED
+    assert all(doc.strip() for doc in helps.values())
+    assert text.count("# HELP ") == len(helps) == text.count("# TYPE ")
+    for name, series in samples.items():
+        assert all(labels.get("cluster") == "prod-eu" for labels, _ in series), name
+
+
+def test_group_series(exporter):
+    samples, _, _ = scrape(exporter)
+    g = {"group": "orders"}
+    assert value(samples, "kafka_consumergroup_generation", **g) == 2
+    assert value(samples, "kafka_consumergroup_rebalances_total", **g) == 1
+    assert value(samples, "kafka_consumergroup_last_rebalance_timestamp_seconds", **g) == (T0 + 60_000) / 1000
+    assert value(samples, "kafka_consumergroup_members", **g) == 3
+    assert value(samples, "kafka_consumergroup_info", group="orders", group_type="classic",
+                 protocol_type="consumer", protocol="range", leader="C0") == 1
+    assert value(samples, "kafka_consumergroup_state", group="orders", state="Stable") == 1
+    assert value(samples, "kafka_consumergroup_assigned_partitions", **g) == 3
+    assert value(samples, "kafka_consumergroup_member_assigned_partitions", group="orders", member="i-2",
+                 client_id="client-C2", client_host="/10.0.0.7") == 1
+    assert value(samples, "kafka_consumergroup_assignment_imbalance_ratio", **g) == 1.0
+    assert value(samples, "kafka_consumergroup_partitions_moved_total", **g) == 1
+    assert value(samples, "kafka_consumergroup_offset_commits_total", **g) == 5
+    k = {"group": "kip"}
+    assert value(samples, "kafka_consumergroup_generation", **k) == 4
+    assert value(samples, "kafka_consumergroup_state", group="kip", state="Reconciling") == 1
+    assert value(samples, "kafka_consumergroup_info", group="kip", group_type="consumer",
+                 protocol_type="consumer", protocol="range", leader="") == 1
+    assert value(samples, "kafka_consumergroup_assigned_partitions", **k) == 1
+    # Never rebalanced since first seen: no timestamp series rather than a fake one.
+    assert not [lab for lab, _ in samples["kafka_consumergroup_last_rebalance_timestamp_seconds"]
+                if lab["group"] == "kip"]
+    assert len([lab for lab, _ in samples["kafka_consumergroup_state"] if lab["group"] == "orders"]) == 1
+
+
+def test_rebalance_duration_histogram(exporter):
+    """One measured rebalance (orders' sync phase took 0 ms): a per-group histogram; kip had none, so no series."""
+    samples, helps, text = scrape(exporter)
+    name = "kafka_consumergroup_rebalance_duration_seconds"
+    assert f"# TYPE {name} histogram" in text and "sync phase" in helps[name] and "KIP-848" in helps[name]
+    buckets = {lab["le"]: v for lab, v in samples[f"{name}_bucket"] if lab["group"] == "orders"}
+    assert buckets["0.01"] == buckets["300.0"] == buckets["+Inf"] == 1 and len(buckets) == 15
+    assert value(samples, f"{name}_count", group="orders") == 1
+    assert value(samples, f"{name}_sum", group="orders") == 0
+    assert {lab["group"] for lab, _ in samples[f"{name}_count"]} == {"orders"}
+
+
+def test_assignor_advice_published_by_the_advisor_pass(exporter):
+    name = "kafka_consumergroup_assignor_imbalance_ratio"
+    exporter.publish_advice("orders", {"range": 4 / 3, "roundrobin": 1.0})
+    exporter.publish_advice("unknown-group", {"range": 2.0})  # removed or never exported: ignored
+    samples, helps, _ = scrape(exporter)
+    assert value(samples, name, group="orders", assignor="range") == pytest.approx(4 / 3)
+    assert value(samples, name, group="orders", assignor="roundrobin") == 1.0
+    assert {lab["group"] for lab, _ in samples[name]} == {"orders"} and "background" in helps[name]
+    exporter.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)  # the batch's render keeps it
+    assert len(scrape(exporter)[0][name]) == 2
+    exporter.publish_advice("orders", None)
+    assert not scrape(exporter)[0][name]
+    exporter.publish_advice("orders", {"range": 1.5})
+    exporter.remove("orders")
+    assert not scrape(exporter)[0][name]
+
+
+def test_offset_and_lag_series(exporter):
+    samples, _, _ = scrape(exporter)
+    p0 = {"group": "orders", "topic": "t0", "partition": 0}
+    p1 = {"group": "orders", "topic": "t0", "partition": 1}
+    assert value(samples, "kafka_consumergroup_committed_offset", **p0) == 150
+    assert value(samples, "kafka_consumergroup_lag", **p0) == 50
+    assert value(samples, "kafka_consumergroup_lag", **p1) == 0  # committed ahead of the log end
+    assert value(samples, "kafka_consumergroup_lag_seconds", **p1) == 0
+    assert value(samples, "kafka_topic_partition_log_end_offset", topic="t0", partition=0) == 200
+    # t1 was never polled: no lag series at all, and it is in no aggregate
+    assert not [lab for lab, _ in samples["kafka_consumergroup_lag"] if lab["topic"] == "t1"]
+    assert value(samples, "kafka_consumergroup_topic_total_lag", group="orders", topic="t0") == 50
+    assert value(samples, "kafka_consumergroup_topic_max_lag", group="orders", topic="t0") == 50
+    assert value(samples, "kafka_consumergroup_total_lag", group="orders") == 50
+    assert value(samples, "kafka_consumergroup_max_lag", group="orders") == 50
+    assert {lab["group"] for lab, _ in samples["kafka_consumergroup_lag"]} == {"orders"}
+    # assigned but never committed: from the log start, in its own series and in the member's lag
+    assert value(samples, "kafka_consumergroup_lag_uncommitted", group="orders", topic="t0", partition=2) == 30
+    assert not [lab for lab, _ in samples["kafka_consumergroup_lag"] if lab["partition"] == "2"]
+
+
+def test_member_lag_points_at_the_member_behind(exporter):
+    samples, _, _ = scrape(exporter)
+    lag = {lab["member"]: v for lab, v in samples["kafka_consumergroup_member_lag"]}
+    assert lag == {"C0": 50, "C1": 30, "i-2": 0}
+    clients = {lab["member"]: (lab["client_id"], lab["client_host"])
+               for lab, _ in samples["kafka_consumergroup_member_lag"]}
+    assert clients["C0"] == ("client-C0", "/10.0.0.7")
+
+
+def test_counters_of_the_rebalance_definition(exporter):
+    samples, _, _ = scrape(exporter)
+    assert value(samples, "kafka_consumergroup_rebalance_causes_total", group="orders", cause="members_joined") == 1
+    assert value(samples, "kafka_consumergroup_empty_transitions_total", group="orders") == 0
+    assert value(samples, "kafka_consumergroup_generations_advanced_total", group="orders") == 1
+
+
+def test_topic_granularity_keeps_only_aggregates():
+    exporter, _ = make_exporter("topic")
+    samples, _, _ = scrape(exporter)
+    for name in ("kafka_consumergroup_committed_offset", "kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds"):
+        assert not samples[name], name
+    assert value(samples, "kafka_consumergroup_topic_total_lag", group="orders", topic="t0") == 50
+    assert value(samples, "kafka_consumergroup_max_lag", group="orders") == 50
+
+
+def test_stale_log_ends_withdraw_lag_instead_of_showing_it(exporter):
+    clock = exporter.lag.lag._clock
+    clock.now = NOW + 3600  # the poller stopped an hour ago
+    exporter.lag.refresh(clock.now)
+    samples, _, _ = scrape(exporter)
+    assert not samples["kafka_consumergroup_lag"] and not samples["kafka_consumergroup_total_lag"]
+    assert value(samples, "kafka_consumergroup_committed_offset", group="orders", topic="t0", partition=0) == 150
+    assert value(samples, "rebalance_monitor_log_end_poll_timestamp_seconds") == NOW - 1
+
+
+def test_job_series(exporter):
+    samples, _, _ = scrape(exporter)
+    assert value(samples, "rebalance_monitor_records_total", record_type="OffsetCommit") == 6
+    assert value(samples, "rebalance_monitor_records_total", record_type="GroupMetadata") == 2
+    assert value(samples, "rebalance_monitor_records_total", record_type="ConsumerGroupMetadata") == 1
+    assert value(samples, "rebalance_monitor_decode_errors_total", reason="truncated_value") == 2
+    assert value(samples, "rebalance_monitor_skipped_offsets_total") == 3
+    assert value(samples, "rebalance_monitor_batch_duration_seconds_count") == 2
+    assert value(samples, "rebalance_monitor_batch_duration_seconds_sum") == pytest.approx(7.3)
+    assert value(samples, "rebalance_monitor_batch_duration_seconds_bucket", le="0.5") == 1
+    assert value(samples, "rebalance_monitor_batch_duration_seconds_bucket", le="10.0") == 2
+    assert value(samples, "rebalance_monitor_batch_duration_seconds_bucket", le="+Inf") == 2
+    assert value(samples, "rebalance_monitor_input_lag_records") == 40  # log end 1100 - processed 1060
+    assert value(samples, "rebalance_monitor_input_lag_seconds") == pytest.approx(30, abs=1)
+    assert value(samples, "rebalance_monitor_last_batch_timestamp_seconds") == 1_700_000_010.5
+    assert value(samples, "rebalance_monitor_groups") == 2
+    assert value(samples, "rebalance_monitor_series_dropped") == 0
+
+
+def test_removed_groups_vanish(exporter):
+    exporter.remove("orders")
+    exporter.remove("never-seen")
+    exporter.lag.refresh(NOW)
+    samples, _, text = scrape(exporter)
+    assert "orders" not in text
+    assert not samples["kafka_topic_partition_log_end_offset"]  # nobody commits to t0 any more
+    assert value(samples, "kafka_consumergroup_generation", group="kip") == 4
+
+
+def test_updates_replace_a_groups_series(exporter):
+    updated = orders_summary()
+    exporter.publish(type(updated)(**{**updated.__dict__, "rebalances_total": 9}), ORDERS_OFFSETS,
+                          ORDERS_ASSIGNMENTS)
+    samples, _, _ = scrape(exporter)
+    assert value(samples, "kafka_consumergroup_rebalances_total", group="orders") == 9
+    assert value(samples, "kafka_consumergroup_lag", group="orders", topic="t0", partition=0) == 50
+
+
+def test_series_limit_drops_whole_groups_and_says_so():
+    full, _ = make_exporter()
+    group_series = int(value(scrape(full)[0], "rebalance_monitor_series"))
+    limited, _ = make_exporter(max_series=group_series - 1)
+    samples, _, text = scrape(limited)
+    assert 'group="kip"' not in text  # kip came second: left out whole, never half a group
+    assert value(samples, "kafka_consumergroup_generation", group="orders") == 2
+    dropped = value(samples, "rebalance_monitor_series_dropped")
+    assert dropped > 0 and value(samples, "rebalance_monitor_series") + dropped == group_series
+
+
+def test_label_values_are_escaped():
+    exporter, _ = make_exporter()
+    summary = orders_summary()
+    exporter.publish(type(summary)(**{**summary.__dict__, "group": 'we"ird\\name\n'}), None)
+    samples, _, _ = scrape(exporter)
+    assert value(samples, "kafka_consumergroup_generation", group='we"ird\\name\n') == 2
+
+
+def test_empty_exporter_still_documents_its_families():
+    exporter = build_publishing("c", LagTracker())
+    samples, helps, _ = scrape(exporter)
+    assert "kafka_consumergroup_rebalances" in helps and "rebalance_monitor_batch_duration_seconds" in helps
+    assert not samples["kafka_consumergroup_generation"]
+
+
+def test_serve_on_any_port_read_only(exporter):
+    server = MetricsServer(exporter.exporter.render, "127.0.0.1", 0)
+    server.start()
+    port = server.port
+    try:
+        assert port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            body = response.read().decode()
+        assert 'kafka_consumergroup_rebalances_total{cluster="prod-eu",group="orders"} 1\n' in body
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Content-Encoding"] == "gzip"
+            zipped = gzip.decompress(response.read()).decode()
+        assert zipped.split("# HELP rebalance_monitor")[0] == body.split("# HELP rebalance_monitor")[0]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/metrics", data=b"x"), timeout=10)
+        assert refused.value.code == 405
+    finally:
+        server.stop()
+
+
+def test_concurrent_writers_and_scrapes():
+    exporter, _ = make_exporter()
+    summary = orders_summary()
+    errors: list[BaseException] = []
+
+    def run(fn):
+        try:
+            for i in range(200):
+                fn(i)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    writers = [
+        lambda i: exporter.publish(summary, ORDERS_OFFSETS),
+        lambda i: exporter.remove("orders") if i % 3 == 0 else None,
+        lambda i: exporter.lag.refresh(NOW + i / 100),
+        lambda i: exporter.instruments.observe_batch(0.01, i, {("offsets", 0): i}, float(i)),
+        lambda i: parse(exporter.exporter.render().decode()),
+    ]
+    threads = [threading.Thread(target=run, args=(w,)) for w in writers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
