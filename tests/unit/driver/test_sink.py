@@ -1,0 +1,84 @@
+"""The sink's handle: one batch folded and published, in the order a restart relies on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from streaming.cluster.metadata import TopicNames
+from streaming.driver.publish import build_publishing
+from streaming.driver.sink import BatchSink
+from streaming.groups.config import GroupsConfig
+from streaming.groups.stage import GroupStage
+from streaming.groups.store import StateStore
+from streaming.lag.tracker import LagTracker
+from streaming.logs.dead_letters import DeadLetterLog
+from streaming.logs.events import EventLog
+from streaming.protocol import BatchInput
+from tests.support.decoder_encoder import encode_key
+from tests.support.stage_records import commit, generation, kafka_batch
+from tests.unit.decode.test_stage import run_task
+
+TS = 1_700_000_000_000
+
+
+def batch(rows: list, first_offset: int, time_ms: int = TS) -> BatchInput:
+    return BatchInput.from_arrow(run_task(kafka_batch(rows, first_offset=first_offset, time_ms=time_ms)))
+
+
+def series(sink: BatchSink) -> dict[tuple[str, frozenset], float]:
+    text = sink.publisher.exporter.render().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def value(sink: BatchSink, name: str, **labels: str) -> float | None:
+    found = [v for (n, ls), v in series(sink).items() if n == name and set(labels.items()) <= ls]
+    return found[0] if found else None
+
+
+def make_sink(tmp_path: Path, config: GroupsConfig | None = None) -> BatchSink:
+    return BatchSink(config or GroupsConfig(), GroupStage(), StateStore(tmp_path / "state"),
+                     build_publishing("c", LagTracker()), EventLog(tmp_path / "events"),
+                     DeadLetterLog(tmp_path / "dead-letters", "__consumer_offsets", 10), TopicNames(dict))
+
+
+def test_a_batch_reaches_the_event_log_the_state_and_the_metrics(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    sink.handle(batch([generation("g", 1, {"m1": {"t": [0, 1]}, "m2": {"t": [2]}}),
+                       commit("g", "t", 0, 10), commit("g", "t", 2, 7)], 0), 0)
+    assert value(sink, "kafka_consumergroup_members", group="g") == 2
+    assert value(sink, "kafka_consumergroup_committed_offset", group="g", topic="t", partition="2") == 7
+    assert value(sink, "rebalance_monitor_records_total", record_type="OffsetCommit") == 2
+    assert sink.event_log.read() == []  # the first assignment is a baseline
+    assert (tmp_path / "state" / "delta-0").is_dir()
+
+    result = sink.handle(batch([generation("g", 2, {"m1": {"t": [0]}, "m2": {"t": [2]}, "m3": {"t": [1]}})], 3), 1)
+    [event] = sink.event_log.read()
+    assert event == result.events[0] and event.members_joined == ("m3",) and event.moved_partitions == (("t", 1),)
+    assert value(sink, "kafka_consumergroup_rebalances_total", group="g") == 1
+    assert (tmp_path / "state" / "delta-1").is_dir()
+    restored = StateStore(tmp_path / "state").load(1)
+    assert restored.snapshots["g"].rebalances_total == 1 and restored.offsets["g"].commits_total == 2
+
+
+def test_bad_records_are_counted_and_kept_and_a_deleted_group_leaves(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path)
+    sink.handle(batch([generation("g", 1, {"m1": {"t": [0]}}), commit("g", "t", 0, 1),
+                       (b"\x00\x63junk", b"x")], 0), 0)
+    assert value(sink, "rebalance_monitor_decode_errors_total", reason="unknown_record_type") == 1
+    assert sink.dead_letters.read().column("reason").to_pylist() == ["unknown_record_type"]
+    sink.handle(batch([(encode_key(2, {"group": "g"}), None), commit("g", "t", 0, None)], 3), 1)
+    assert value(sink, "kafka_consumergroup_members", group="g") is None
+    assert "g" not in sink.stage.groups
+
+
+def test_the_expiry_sweep_forgets_silent_empty_groups_and_records_it(tmp_path: Path) -> None:
+    sink = make_sink(tmp_path, GroupsConfig(group_ttl_seconds=60, expiry_sweep_seconds=0.001))
+    old = int(time.time() * 1000) - 3_600_000
+    sink.handle(batch([generation("quiet", 4, {}, ts=old)], 0, time_ms=old), 0)  # Empty, an hour silent
+    assert "quiet" not in sink.stage.groups and value(sink, "kafka_consumergroup_generation", group="quiet") is None
+    restored = StateStore(tmp_path / "state").load(0)
+    assert "quiet" not in restored.groups
