@@ -19,7 +19,7 @@ GROUP_FAMILIES = (
            "Rebalances: completed assignments with a member whose generation (classic) or target assignment "
            "epoch (KIP-848) changed. Group creation is a baseline; going Empty and re-creation are counted apart."),
     Family("kafka_consumergroup_last_rebalance_timestamp_seconds", G, "Time of the group's last rebalance."),
-    Family("kafka_consumergroup_members", G, "Members in the group."),
+    Family("kafka_consumergroup_current_members", G, "Members in the group."),
     Family("kafka_consumergroup_info", G,
            "Group description; always 1. Leader is the classic leader's instance id or member id."),
     Family("kafka_consumergroup_state", G, "1 for the group's current state (Empty, Stable, Assigning, Reconciling)."),
@@ -88,7 +88,7 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:
     lines.add(_F["kafka_consumergroup_rebalances_total"], g, s.rebalances_total)
     if s.last_rebalance_ms is not None:
         lines.add(_F["kafka_consumergroup_last_rebalance_timestamp_seconds"], g, s.last_rebalance_ms / 1000)
-    lines.add(_F["kafka_consumergroup_members"], g, s.member_count)
+    lines.add(_F["kafka_consumergroup_current_members"], g, s.member_count)
     lines.add(_F["kafka_consumergroup_info"], (*g, ("group_type", s.group_type), ("protocol_type", s.protocol_type),
                                               ("protocol", s.protocol), ("leader", s.leader)), 1)
     lines.add(_F["kafka_consumergroup_state"], (*g, ("state", s.state)), 1)

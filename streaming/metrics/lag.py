@@ -24,9 +24,9 @@ G, C = "gauge", "counter"
 MemberLabels = tuple[tuple[str, str], ...]
 
 LAG_FAMILIES = (
-    Family("kafka_consumergroup_lag", G,
+    Family("kafka_consumergroup_partition_lag", G,
            "Records between the committed offset and the log end; --lag-granularity partition only."),
-    Family("kafka_consumergroup_lag_seconds", G,
+    Family("kafka_consumergroup_partition_lag_seconds", G,
            "Seconds since the record at the committed offset (the next one the group reads) was written; "
            "method=timestamp read from that record, interpolated where it is gone; --lag-granularity partition only."),
     Family("kafka_consumergroup_topic_total_lag", G, "Sum of the group's lag over a topic's partitions."),
@@ -35,7 +35,7 @@ LAG_FAMILIES = (
     Family("kafka_consumergroup_total_lag", G, "Sum of the group's lag over every partition it committed."),
     Family("kafka_consumergroup_max_lag", G, "Largest lag of the group on one partition."),
     Family("kafka_consumergroup_max_lag_seconds", G, "Largest lag in seconds of the group on one partition."),
-    Family("kafka_consumergroup_lag_uncommitted", G,
+    Family("kafka_consumergroup_partition_lag_uncommitted", G,
            "Assigned partition the group never committed: log end minus log start (what an earliest-reset "
            "consumer has to read); --lag-granularity partition only."),
     Family("kafka_consumergroup_member_lag", G,
@@ -241,10 +241,10 @@ class LagSeries:
             per_topic.setdefault(topic, []).append(found[(topic, partition)])
             if self.per_partition:
                 labels = (("group", group), ("topic", topic), ("partition", str(partition)))
-                lines.add(_F["kafka_consumergroup_lag"], labels, max(0, lag.lag))
+                lines.add(_F["kafka_consumergroup_partition_lag"], labels, max(0, lag.lag))
                 if lag.seconds is not None:
-                    lines.add(_F["kafka_consumergroup_lag_seconds"], (*labels, ("method", lag.seconds_method or "")),
-                              lag.seconds)
+                    lines.add(_F["kafka_consumergroup_partition_lag_seconds"],
+                              (*labels, ("method", lag.seconds_method or "")), lag.seconds)
         owned = self._owned.get(group, {})
         for parts in owned.values():
             for topic, partition in parts:
@@ -255,7 +255,7 @@ class LagSeries:
                     continue
                 found[(topic, partition)] = (max(0, lag.lag), None)
                 if self.per_partition:
-                    lines.add(_F["kafka_consumergroup_lag_uncommitted"],
+                    lines.add(_F["kafka_consumergroup_partition_lag_uncommitted"],
                               (("group", group), ("topic", topic), ("partition", str(partition))), max(0, lag.lag))
         everything: list[tuple[int, float | None]] = []
         for topic, rows in per_topic.items():

@@ -137,7 +137,7 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
         # The scrape that shows the group and its lag is the "before": a sampler just started may
         # not have scraped yet (seen on a loaded machine).
         before = job.wait(lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation
-                          and bool(series(s, "kafka_consumergroup_lag", group=group))
+                          and bool(series(s, "kafka_consumergroup_partition_lag", group=group))
                           and value(s, "rebalance_monitor_last_batch_timestamp_seconds") is not None,
                           "the group and its lag")
         sampler.start()
@@ -159,7 +159,7 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
         wait_balanced(survivors, [(topic, p) for p in range(4)], timeout=180)
         after = job.wait(lambda s: value(s, "kafka_consumergroup_generation", group=group) == survivors[0].generation
                          and (value(s, "rebalance_monitor_log_end_poll_timestamp_seconds") or 0) > up_at
-                         and bool(series(s, "kafka_consumergroup_lag", group=group)),
+                         and bool(series(s, "kafka_consumergroup_partition_lag", group=group)),
                          "the rebalances around the outage and fresh lag")
         sampler.stop()
         leave_all(survivors)
@@ -190,7 +190,7 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
     assert seen - {view.generations[group][0]} <= {e.new_generation for e in job.event_log.read()}
     assert value(stalled, "rebalance_monitor_last_batch_timestamp_seconds") <= gone_at + 2 * TRIGGER_SECONDS
     assert last_batch_before is not None and poll_errors(stalled) > poll_errors(before)
-    assert all(v >= 0 for v in series(after, "kafka_consumergroup_lag", group=group).values())
+    assert all(v >= 0 for v in series(after, "kafka_consumergroup_partition_lag", group=group).values())
     fired = monitor_stalled(promtool, tmp_path, sampler.samples, stall_seconds=10,
                             at=(down_at - 1, up_at, sampler.samples[-1][0]))
     assert fired == [False, True, False], fired

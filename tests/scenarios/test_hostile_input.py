@@ -333,7 +333,7 @@ def test_a_million_hostile_records(spark, kafka_broker, admin, tmp_path, unique,
     # every valid record applied, nothing of the hostile ones
     for group, generation in expected.generations.items():
         assert value(samples, "kafka_consumergroup_generation", group=group) == generation
-        assert value(samples, "kafka_consumergroup_members", group=group) == 2
+        assert value(samples, "kafka_consumergroup_current_members", group=group) == 2
         clients = {dict(labels)["client_id"] for labels in
                    series(samples, "kafka_consumergroup_member_assigned_partitions", group=group)}
         assert clients == expected.client_ids[group]

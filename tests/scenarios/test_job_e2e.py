@@ -41,7 +41,7 @@ def test_seed_range_example_then_join_and_crash(kafka_broker, admin, monitor, me
     before = wait_balanced(crew, parts)
     generation = crew[0].generation
     samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_generation", group=group) == generation
-                       and value(s, "kafka_consumergroup_members", group=group) == 2, "range group baseline")
+                       and value(s, "kafka_consumergroup_current_members", group=group) == 2, "range group baseline")
     assert _per_client(samples, group) == {"C0": 4, "C1": 2}
     assert value(samples, "kafka_consumergroup_assignment_imbalance_ratio", group=group) == pytest.approx(4 / 3)
     assert value(samples, "kafka_consumergroup_assigned_partitions", group=group) == 6
@@ -77,13 +77,13 @@ def test_seed_range_example_then_join_and_crash(kafka_broker, admin, monitor, me
         new_generation - generation)
     assert value(samples, "kafka_consumergroup_partitions_moved_total", group=group) == moved + owner_changes(
         before, after)
-    assert value(samples, "kafka_consumergroup_members", group=group) == 3
+    assert value(samples, "kafka_consumergroup_current_members", group=group) == 3
     assert _per_client(samples, group) == {c: len(p) for c, p in after.items()}
 
     rebalances = value(samples, "kafka_consumergroup_rebalances_total", group=group)
     crew[0].crash()  # no LeaveGroup: only the 10 s session timeout notices
     survivors = wait_balanced(crew[1:], parts, timeout=60)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_members", group=group) == 2,
+    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 2,
                        "the crashed member's removal")
     assert value(samples, "kafka_consumergroup_rebalances_total", group=group) >= rebalances + 1
     assert _per_client(samples, group) == {c: len(p) for c, p in survivors.items()}
@@ -94,7 +94,7 @@ def test_seed_roundrobin_is_even(kafka_broker, admin, monitor, members, unique):
     topics, parts = _topics(admin, f"rr-{unique}", 2, 3)
     crew = _start(members, kafka_broker.bootstrap, group, topics, ["C0", "C1"], assignor="roundrobin")
     wait_balanced(crew, parts)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_members", group=group) == 2
+    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 2
                        and value(s, "kafka_consumergroup_assigned_partitions", group=group) == 6, "roundrobin group")
     assert _per_client(samples, group) == {"C0": 3, "C1": 3}
     assert value(samples, "kafka_consumergroup_assignment_imbalance_ratio", group=group) == 1.0
@@ -181,7 +181,7 @@ def test_kip848_group_epochs_members_and_topic_names(kafka_broker, admin, monito
     topics, parts = _topics(admin, f"kip848-{unique}", 1, 4)
     crew = _start(members, kafka_broker.bootstrap, group, topics, ["K0", "K1"], protocol="consumer")
     wait_balanced(crew, parts)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_members", group=group) == 2
+    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 2
                        and value(s, "kafka_consumergroup_assigned_partitions", group=group) == 4
                        and value(s, "kafka_consumergroup_state", group=group, state="Stable") == 1, "KIP-848 group")
     assert value(samples, "kafka_consumergroup_info", group=group, group_type="consumer") == 1
@@ -191,7 +191,7 @@ def test_kip848_group_epochs_members_and_topic_names(kafka_broker, admin, monito
 
     crew += _start(members, kafka_broker.bootstrap, group, topics, ["K2"], protocol="consumer")
     after = wait_balanced(crew, parts)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_members", group=group) == 3
+    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 3
                        and value(s, "kafka_consumergroup_state", group=group, state="Stable") == 1
                        and _per_client(s, group) == {c: len(p) for c, p in after.items()}, "KIP-848 join")
     new_epoch = value(samples, "kafka_consumergroup_generation", group=group)
@@ -213,21 +213,22 @@ def test_lag_matches_log_end_minus_committed(kafka_broker, admin, monitor, uniqu
     admin.commit(group, {(topic, 0): 5, (topic, 1): 20, (topic, 2): 0})
 
     def lag_complete(s) -> bool:
-        return len(series(s, "kafka_consumergroup_lag", group=group)) == 3
+        return len(series(s, "kafka_consumergroup_partition_lag", group=group)) == 3
 
     samples = wait_for(monitor, lag_complete, "lag series")
     ends = admin.end_offsets([(topic, p) for p in range(3)])
     committed = admin.group_offsets(group)
     for partition in range(3):
         expected = ends[(topic, partition)] - committed[(topic, partition)]
-        assert value(samples, "kafka_consumergroup_lag", group=group, topic=topic, partition=str(partition)) == expected
+        assert value(samples, "kafka_consumergroup_partition_lag", group=group, topic=topic,
+                     partition=str(partition)) == expected
         assert value(samples, "kafka_topic_partition_log_end_offset", topic=topic,
                      partition=str(partition)) == ends[(topic, partition)]
-    assert value(samples, "kafka_consumergroup_lag_seconds", group=group, topic=topic, partition="1") == 0
-    assert value(samples, "kafka_consumergroup_lag_seconds", group=group, topic=topic, partition="0") >= 0
+    assert value(samples, "kafka_consumergroup_partition_lag_seconds", group=group, topic=topic, partition="1") == 0
+    assert value(samples, "kafka_consumergroup_partition_lag_seconds", group=group, topic=topic, partition="0") >= 0
 
     admin.produce(topic, 7, partition=1)
-    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_lag", group=group, topic=topic,
+    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_partition_lag", group=group, topic=topic,
                                                 partition="1") == 7, "lag after producing 7 more")
     assert value(samples, "kafka_consumergroup_committed_offset", group=group, topic=topic, partition="1") == 20
 

@@ -125,7 +125,7 @@ def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafk
         assert value(before, "kafka_consumergroup_rebalances_total", group=group) == generation - 1
     counters = ("kafka_consumergroup_rebalances_total", "kafka_consumergroup_partitions_moved_total",
                 "kafka_consumergroup_offset_commits_total", "kafka_consumergroup_generation",
-                "kafka_consumergroup_members")
+                "kafka_consumergroup_current_members")
 
     job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
     try:

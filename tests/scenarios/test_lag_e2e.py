@@ -63,18 +63,18 @@ def _disagreements(tool: dict[str, dict[tuple[str, int], tuple[str, str, str]]],
     for group, rows in tool.items():
         ours = {(dict(ls)["topic"], int(dict(ls)["partition"])) for ls in
                 {**series(samples, "kafka_consumergroup_committed_offset", group=group),
-                 **series(samples, "kafka_consumergroup_lag_uncommitted", group=group)}}
+                 **series(samples, "kafka_consumergroup_partition_lag_uncommitted", group=group)}}
         if ours != set(rows):
             found.append(f"{group}: partitions exported {sorted(ours)}, tool {sorted(rows)}")
         for (topic, partition), (current, log_end, lag) in rows.items():
             labels = {"group": group, "topic": topic, "partition": str(partition)}
             end = value(samples, "kafka_topic_partition_log_end_offset", topic=topic, partition=str(partition))
             if current == "-":  # assigned, never committed: lag from the log start (0 on these topics)
-                got = (None, end, value(samples, "kafka_consumergroup_lag_uncommitted", **labels))
+                got = (None, end, value(samples, "kafka_consumergroup_partition_lag_uncommitted", **labels))
                 want = (None, float(log_end), float(log_end))
             else:
                 got = (value(samples, "kafka_consumergroup_committed_offset", **labels), end,
-                       value(samples, "kafka_consumergroup_lag", **labels))
+                       value(samples, "kafka_consumergroup_partition_lag", **labels))
                 want = (float(current), float(log_end), float(max(0, int(lag))))
             if got != want:
                 found.append(f"{group} {topic}:{partition}: exported {got}, tool {want}")
@@ -148,7 +148,7 @@ def test_every_exported_lag_equals_kafkas_tool(kafka_broker, admin: Admin, monit
     assert tool[names["recreated"]] == {(names["recreated"], 0): ("1", "3", "2")}
     samples = scrape(monitor)
     assert value(samples, "kafka_consumergroup_total_lag", group=names["idle"]) == 3
-    assert value(samples, "kafka_consumergroup_members", group=names["idle"]) in (None, 0)
+    assert value(samples, "kafka_consumergroup_current_members", group=names["idle"]) in (None, 0)
 
 
 def test_time_lag_is_the_age_of_the_next_record_even_hours_back(kafka_broker, admin: Admin, monitor, unique):
@@ -162,14 +162,14 @@ def test_time_lag_is_the_age_of_the_next_record_even_hours_back(kafka_broker, ad
     admin.commit(group, {(topic, 0): 1, (topic, 1): 1})
 
     def seconds(s: Samples, partition: int) -> float | None:
-        return value(s, "kafka_consumergroup_lag_seconds", group=group, topic=topic, partition=str(partition))
+        return value(s, "kafka_consumergroup_partition_lag_seconds", group=group, topic=topic, partition=str(partition))
 
     samples = wait_for(monitor, lambda s: seconds(s, 0) is not None and seconds(s, 1) is not None, "time lag")
     expected = time.time() - record_timestamp(kafka_broker.bootstrap, topic, 0, 1) / 1000
     # Within one poll interval (1 s here) plus the scrape's own delay.
     assert seconds(samples, 0) == pytest.approx(expected, abs=3)
     assert seconds(samples, 0) > 5000
-    assert value(samples, "kafka_consumergroup_lag_seconds", group=group, topic=topic, partition="0",
+    assert value(samples, "kafka_consumergroup_partition_lag_seconds", group=group, topic=topic, partition="0",
                  method="timestamp") is not None
     assert seconds(samples, 1) == 0  # committed at the log end: caught up, however old the last record
     assert value(samples, "kafka_consumergroup_max_lag_seconds", group=group) == seconds(samples, 0)
@@ -203,7 +203,7 @@ def test_member_lag_points_at_the_slow_member(kafka_broker, admin: Admin, monito
 
     samples = wait_for(monitor, slow_stands_out, "the slow member's lag to stand out", timeout=60)
     lag = by_client(samples, "kafka_consumergroup_member_lag")
-    assert lag["slow"] == value(samples, "kafka_consumergroup_lag", group=group, topic=topic,
+    assert lag["slow"] == value(samples, "kafka_consumergroup_partition_lag", group=group, topic=topic,
                                 partition=str(slow_partition))
     assert lag["slow"] == value(samples, "kafka_consumergroup_total_lag", group=group)
     seconds = by_client(samples, "kafka_consumergroup_member_lag_seconds")

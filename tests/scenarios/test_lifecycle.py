@@ -40,7 +40,7 @@ COMPACTING = {
     "offsets.retention.check.interval.ms": "1000",
 }
 LIVE_FAMILIES = ("kafka_consumergroup_committed_offset", "kafka_consumergroup_generation",
-                 "kafka_consumergroup_members", "kafka_consumergroup_state")
+                 "kafka_consumergroup_current_members", "kafka_consumergroup_state")
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def wait_state(job: Monitor, check: Callable[[Samples], bool], what: str, timeou
     except AssertionError as exc:
         state = sorted((name, sorted(labels), v) for (name, labels), v in scrape(job).items()
                        if any(k == "group" and g.startswith("lc-") for k, g in labels)
-                       and name in (*LIVE_FAMILIES, "kafka_consumergroup_lag"))
+                       and name in (*LIVE_FAMILIES, "kafka_consumergroup_partition_lag"))
         raise AssertionError(f"{exc}; the job serves {state}") from None
 
 
@@ -171,13 +171,13 @@ def test_groups_and_topics_come_and_go_while_the_offsets_topic_compacts(spark, b
         # A group deleted: its members gone, Kafka writes tombstones for its metadata and offsets.
         member.leave()
         admin.commit("lc-deleted", {(data, 0): 9})
-        wait_state(job, lambda s: value(s, "kafka_consumergroup_members", group="lc-deleted") == 0
+        wait_state(job, lambda s: value(s, "kafka_consumergroup_current_members", group="lc-deleted") == 0
                    and committed(s, "lc-deleted").get((data, "0")) == 9, "the deleted group's last state")
         admin.client.delete_groups(["lc-deleted"])
         wait_state(job, lambda s: group_series(s, "lc-deleted") == 0, "the deleted group's series to go")
 
         # A topic deleted (Kafka drops the offsets of its partitions) and created with fewer partitions.
-        wait_state(job, lambda s: len(series(s, "kafka_consumergroup_lag", group="lc-topic")) == 4,
+        wait_state(job, lambda s: len(series(s, "kafka_consumergroup_partition_lag", group="lc-topic")) == 4,
                    "lag on 4 partitions")
         keeper.keep("lc-topic", None)
         admin.client.delete_topics([moving])
@@ -187,7 +187,8 @@ def test_groups_and_topics_come_and_go_while_the_offsets_topic_compacts(spark, b
             admin.produce(moving, 4, partition=p)
         keeper.keep("lc-topic", {(moving, 0): 1, (moving, 1): 3})
         after = wait_state(job, lambda s: {dict(labels)["partition"]: v for labels, v in series(
-            s, "kafka_consumergroup_lag", group="lc-topic").items()} == {"0": 3, "1": 1}, "lag on the new partitions")
+            s, "kafka_consumergroup_partition_lag", group="lc-topic").items()} == {"0": 3, "1": 1},
+                           "lag on the new partitions")
         assert committed(after, "lc-topic") == {(moving, "0"): 1, (moving, "1"): 3}
 
         # Offsets expired by the broker: tombstones, and the group (known by its offsets alone) goes.

@@ -123,7 +123,7 @@ def test_installed_wheel_runs_the_job(clean_venv: Path, kafka_broker: LocalKafka
         # After the first batch the query's offsets are fixed: the group's records come after them.
         wait_job(job, log, lambda: sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds"), "a batch")
         members += start_members([Member(kafka_broker.bootstrap, group, [group], f"{group}-c0")])
-        wait_job(job, log, lambda: sample(metrics, "kafka_consumergroup_members", group=group) == 1,
+        wait_job(job, log, lambda: sample(metrics, "kafka_consumergroup_current_members", group=group) == 1,
                  f"{group} with one member")
     finally:
         os.killpg(job.pid, signal.SIGINT)

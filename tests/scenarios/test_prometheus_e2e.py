@@ -35,7 +35,7 @@ STORM_SECONDS = 300  # the storm loop's bound: RebalanceStorm needs > 10 rebalan
 # no limit hit.
 MAY_BE_EMPTY = ("rebalance_monitor_decode_errors_total", "kafka_consumergroup_lag_truncations_total",
                 "rebalance_monitor_log_end_poll_errors_total", "rebalance_monitor_offsets_topic_unstable_seconds",
-                "kafka_consumergroup_lag_uncommitted", "rebalance_monitor_limit_hits_total")
+                "kafka_consumergroup_partition_lag_uncommitted", "rebalance_monitor_limit_hits_total")
 
 
 @dataclass
@@ -110,7 +110,7 @@ def test_rebalance_storm_fires_and_steady_groups_stay_quiet(scene: Scene, kafka_
     """A member joins and leaves the storm group in a loop until RebalanceStorm fires for it;
     the groups consuming steadily never raise it, pending or firing."""
     storm, topics = scene.groups["storm"], scene.members[-1].topics
-    wait(lambda: scene.prometheus.query(f'kafka_consumergroup_members{{group="{storm}"}}'), 120,
+    wait(lambda: scene.prometheus.query(f'kafka_consumergroup_current_members{{group="{storm}"}}'), 120,
          "Prometheus to scrape the storm group")
     deadline = time.monotonic() + STORM_SECONDS
     cycle = 0

@@ -138,7 +138,7 @@ def test_create_join_restart_delete_recreate(env: Env) -> None:
     samples = wait_for(monitor, lambda s: _counter(s, "kafka_consumergroup_empty_transitions_total", group) == 1,
                        "the Empty transition")
     assert value(samples, "kafka_consumergroup_state", group=group, state="Empty") == 1
-    assert value(samples, "kafka_consumergroup_members", group=group) == 0
+    assert value(samples, "kafka_consumergroup_current_members", group=group) == 0
     assert _counter(samples, "kafka_consumergroup_rebalances_total", group) == 1
     assert _counter(samples, "kafka_consumergroup_member_departures_total", group, how="left_cleanly") == 2
     assert len(env.events(group)) == 1
@@ -330,7 +330,7 @@ def test_each_cause_and_departure(env: Env, kip848_clients_supported: bool) -> N
             return bool(c0.assignment and k0.assignment) and sorted(c0.assignment | k0.assignment) == parts
         wait_until(split, 90, "the converted group to share the partitions")
         wait_for(monitor, lambda s: value(s, "kafka_consumergroup_info", group=group, group_type="consumer") == 1
-                 and value(s, "kafka_consumergroup_members", group=group) == 2, "the converted group")
+                 and value(s, "kafka_consumergroup_current_members", group=group) == 2, "the converted group")
         events = env.wait_events(group, generation, "the conversion's rebalance")
         assert events[0].causes == ("members_joined", "protocol_converted"), events
         assert events[0].group_type == "consumer" and events[0].members_left == ()

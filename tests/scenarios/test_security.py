@@ -121,14 +121,15 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
             pytest.fail(f"{what} did not come through SASL_SSL (job exit {job.poll()}):\n{tail}")
 
         expected_lag = {p: [float(ends[("secured-orders", p)] - committed)] for p, committed in ((0, 3), (1, 5))}
-        wait_until(lambda s: found(s, "kafka_consumergroup_members", group="secured-group") == [1.0] and {
-            p: found(s, "kafka_consumergroup_lag", group="secured-committer", partition=str(p)) for p in (0, 1)
+        wait_until(lambda s: found(s, "kafka_consumergroup_current_members", group="secured-group") == [1.0] and {
+            p: found(s, "kafka_consumergroup_partition_lag", group="secured-committer", partition=str(p))
+            for p in (0, 1)
         } == expected_lag, "group and lag series")
         print(f"group and exact lag series after {time.monotonic() - started:.1f}s")
         # A second member: a rebalance, so the event log has a row to check for secrets too.
         members.extend(start_members([Member(secure_broker.bootstrap, "secured-group", ["secured-orders"], "c2")]))
         text, samples = wait_until(
-            lambda s: found(s, "kafka_consumergroup_members", group="secured-group") == [2.0]
+            lambda s: found(s, "kafka_consumergroup_current_members", group="secured-group") == [2.0]
             and found(s, "kafka_consumergroup_rebalances_total", group="secured-group") >= [1.0], "a rebalance")
         print(f"second member's rebalance after {time.monotonic() - started:.1f}s")
         # Both clients got in: Spark's source (group records decoded) and the poller (log ends).

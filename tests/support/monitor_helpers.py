@@ -72,6 +72,6 @@ def wait_generation(monitor: Monitor, group: str, member: Any, what: str, member
 
     def caught_up(s: Samples) -> bool:
         return value(s, "kafka_consumergroup_generation", group=group) == member.generation and (
-            members is None or value(s, "kafka_consumergroup_members", group=group) == members)
+            members is None or value(s, "kafka_consumergroup_current_members", group=group) == members)
 
     return wait_for(monitor, caught_up, what)

@@ -49,7 +49,7 @@ def test_a_batch_reaches_the_event_log_the_state_and_the_metrics(tmp_path: Path)
     sink = make_sink(tmp_path)
     sink.handle(batch([generation("g", 1, {"m1": {"t": [0, 1]}, "m2": {"t": [2]}}),
                        commit("g", "t", 0, 10), commit("g", "t", 2, 7)], 0), 0)
-    assert value(sink, "kafka_consumergroup_members", group="g") == 2
+    assert value(sink, "kafka_consumergroup_current_members", group="g") == 2
     assert value(sink, "kafka_consumergroup_committed_offset", group="g", topic="t", partition="2") == 7
     assert value(sink, "rebalance_monitor_records_total", record_type="OffsetCommit") == 2
     assert sink.event_log.read() == []  # the first assignment is a baseline
@@ -71,7 +71,7 @@ def test_bad_records_are_counted_and_kept_and_a_deleted_group_leaves(tmp_path: P
     assert value(sink, "rebalance_monitor_decode_errors_total", reason="unknown_record_type") == 1
     assert sink.dead_letters.read().column("reason").to_pylist() == ["unknown_record_type"]
     sink.handle(batch([(encode_key(2, {"group": "g"}), None), commit("g", "t", 0, None)], 3), 1)
-    assert value(sink, "kafka_consumergroup_members", group="g") is None
+    assert value(sink, "kafka_consumergroup_current_members", group="g") is None
     assert "g" not in sink.stage.groups
 
 

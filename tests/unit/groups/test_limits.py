@@ -79,7 +79,7 @@ def test_members_beyond_the_limit_leave_the_member_series_but_are_still_counted(
     samples = scrape(publisher.exporter)
     assert {labels["member"] for labels, _ in samples["kafka_consumergroup_member_assigned_partitions"]
             if labels["group"] == "big"} == {"m1", "m2"}
-    assert ({"cluster": "test", "group": "big"}, 4.0) in samples["kafka_consumergroup_members"]
+    assert ({"cluster": "test", "group": "big"}, 4.0) in samples["kafka_consumergroup_current_members"]
     assert samples["rebalance_monitor_members_dropped"] == [({"cluster": "test"}, 2.0)]
     assert samples["rebalance_monitor_groups_dropped"] == [({"cluster": "test"}, 0.0)]
     assert sorted(samples["rebalance_monitor_limit_hits_total"], key=lambda s: s[0]["limit"]) == [

@@ -106,11 +106,12 @@ def value(samples, name: str, **labels) -> float:
 
 EXPOSED = {
     "kafka_consumergroup_generation", "kafka_consumergroup_rebalances_total",
-    "kafka_consumergroup_last_rebalance_timestamp_seconds", "kafka_consumergroup_members",
+    "kafka_consumergroup_last_rebalance_timestamp_seconds", "kafka_consumergroup_current_members",
     "kafka_consumergroup_info", "kafka_consumergroup_state", "kafka_consumergroup_assigned_partitions",
     "kafka_consumergroup_member_assigned_partitions", "kafka_consumergroup_assignment_imbalance_ratio",
     "kafka_consumergroup_partitions_moved_total", "kafka_consumergroup_committed_offset",
-    "kafka_consumergroup_offset_commits_total", "kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds",
+    "kafka_consumergroup_offset_commits_total", "kafka_consumergroup_partition_lag",
+    "kafka_consumergroup_partition_lag_seconds",
     "kafka_consumergroup_topic_total_lag", "kafka_consumergroup_topic_max_lag",
     "kafka_consumergroup_topic_max_lag_seconds", "kafka_consumergroup_total_lag", "kafka_consumergroup_max_lag",
     "kafka_consumergroup_max_lag_seconds",
@@ -124,7 +125,8 @@ EXPOSED = {
     "rebalance_monitor_log_end_poll_timestamp_seconds", "kafka_consumergroup_empty_transitions_total",
     "kafka_consumergroup_recreations_total", "kafka_consumergroup_generations_advanced_total",
     "kafka_consumergroup_rebalance_causes_total", "kafka_consumergroup_member_churn",
-    "kafka_consumergroup_lag_uncommitted", "kafka_consumergroup_member_lag", "kafka_consumergroup_member_lag_seconds",
+    "kafka_consumergroup_partition_lag_uncommitted", "kafka_consumergroup_member_lag",
+    "kafka_consumergroup_member_lag_seconds",
     "kafka_consumergroup_rebalance_duration_seconds_bucket", "kafka_consumergroup_rebalance_duration_seconds_sum",
     "kafka_consumergroup_rebalance_duration_seconds_count",
 }
@@ -173,7 +175,7 @@ def test_group_series(exporter):
     assert value(samples, "kafka_consumergroup_generation", **g) == 2
     assert value(samples, "kafka_consumergroup_rebalances_total", **g) == 1
     assert value(samples, "kafka_consumergroup_last_rebalance_timestamp_seconds", **g) == (T0 + 60_000) / 1000
-    assert value(samples, "kafka_consumergroup_members", **g) == 3
+    assert value(samples, "kafka_consumergroup_current_members", **g) == 3
     assert value(samples, "kafka_consumergroup_info", group="orders", group_type="classic",
                  protocol_type="consumer", protocol="range", leader="C0") == 1
     assert value(samples, "kafka_consumergroup_state", group="orders", state="Stable") == 1
@@ -229,20 +231,21 @@ def test_offset_and_lag_series(exporter):
     p0 = {"group": "orders", "topic": "t0", "partition": 0}
     p1 = {"group": "orders", "topic": "t0", "partition": 1}
     assert value(samples, "kafka_consumergroup_committed_offset", **p0) == 150
-    assert value(samples, "kafka_consumergroup_lag", **p0) == 50
-    assert value(samples, "kafka_consumergroup_lag", **p1) == 0  # committed ahead of the log end
-    assert value(samples, "kafka_consumergroup_lag_seconds", **p1) == 0
+    assert value(samples, "kafka_consumergroup_partition_lag", **p0) == 50
+    assert value(samples, "kafka_consumergroup_partition_lag", **p1) == 0  # committed ahead of the log end
+    assert value(samples, "kafka_consumergroup_partition_lag_seconds", **p1) == 0
     assert value(samples, "kafka_topic_partition_log_end_offset", topic="t0", partition=0) == 200
     # t1 was never polled: no lag series at all, and it is in no aggregate
-    assert not [lab for lab, _ in samples["kafka_consumergroup_lag"] if lab["topic"] == "t1"]
+    assert not [lab for lab, _ in samples["kafka_consumergroup_partition_lag"] if lab["topic"] == "t1"]
     assert value(samples, "kafka_consumergroup_topic_total_lag", group="orders", topic="t0") == 50
     assert value(samples, "kafka_consumergroup_topic_max_lag", group="orders", topic="t0") == 50
     assert value(samples, "kafka_consumergroup_total_lag", group="orders") == 50
     assert value(samples, "kafka_consumergroup_max_lag", group="orders") == 50
-    assert {lab["group"] for lab, _ in samples["kafka_consumergroup_lag"]} == {"orders"}
+    assert {lab["group"] for lab, _ in samples["kafka_consumergroup_partition_lag"]} == {"orders"}
     # assigned but never committed: from the log start, in its own series and in the member's lag
-    assert value(samples, "kafka_consumergroup_lag_uncommitted", group="orders", topic="t0", partition=2) == 30
-    assert not [lab for lab, _ in samples["kafka_consumergroup_lag"] if lab["partition"] == "2"]
+    assert value(samples, "kafka_consumergroup_partition_lag_uncommitted", group="orders", topic="t0",
+                 partition=2) == 30
+    assert not [lab for lab, _ in samples["kafka_consumergroup_partition_lag"] if lab["partition"] == "2"]
 
 
 def test_member_lag_points_at_the_member_behind(exporter):
@@ -264,7 +267,8 @@ def test_counters_of_the_rebalance_definition(exporter):
 def test_topic_granularity_keeps_only_aggregates():
     exporter, _ = make_exporter("topic")
     samples, _, _ = scrape(exporter)
-    for name in ("kafka_consumergroup_committed_offset", "kafka_consumergroup_lag", "kafka_consumergroup_lag_seconds"):
+    for name in ("kafka_consumergroup_committed_offset", "kafka_consumergroup_partition_lag",
+                 "kafka_consumergroup_partition_lag_seconds"):
         assert not samples[name], name
     assert value(samples, "kafka_consumergroup_topic_total_lag", group="orders", topic="t0") == 50
     assert value(samples, "kafka_consumergroup_max_lag", group="orders") == 50
@@ -275,7 +279,7 @@ def test_stale_log_ends_withdraw_lag_instead_of_showing_it(exporter):
     clock.now = NOW + 3600  # the poller stopped an hour ago
     exporter.lag.refresh(clock.now)
     samples, _, _ = scrape(exporter)
-    assert not samples["kafka_consumergroup_lag"] and not samples["kafka_consumergroup_total_lag"]
+    assert not samples["kafka_consumergroup_partition_lag"] and not samples["kafka_consumergroup_total_lag"]
     assert value(samples, "kafka_consumergroup_committed_offset", group="orders", topic="t0", partition=0) == 150
     assert value(samples, "rebalance_monitor_log_end_poll_timestamp_seconds") == NOW - 1
 
@@ -315,7 +319,7 @@ def test_updates_replace_a_groups_series(exporter):
                           ORDERS_ASSIGNMENTS)
     samples, _, _ = scrape(exporter)
     assert value(samples, "kafka_consumergroup_rebalances_total", group="orders") == 9
-    assert value(samples, "kafka_consumergroup_lag", group="orders", topic="t0", partition=0) == 50
+    assert value(samples, "kafka_consumergroup_partition_lag", group="orders", topic="t0", partition=0) == 50
 
 
 def test_series_limit_drops_whole_groups_and_says_so():
