@@ -36,6 +36,7 @@ from streaming.cluster.client import (
     secret_values,
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
+from streaming.driver.health import Health
 from streaming.driver.publish import build_publishing
 from streaming.driver.query import DRAIN_SECONDS, QueryRunner
 from streaming.driver.retry import RetryClock
@@ -44,6 +45,7 @@ from streaming.lag.poller import LogEndPoller
 from streaming.lag.tracker import LagTracker
 from streaming.lifecycle import Lifecycle
 from streaming.logs.events import EventLog, run_id_for_checkpoint
+from streaming.metrics.runtime import register_runtime
 from streaming.metrics.server import MetricsServer
 from streaming.options import JobOptions, parse_args
 
@@ -61,18 +63,28 @@ class Monitor:
         self.options = options
         metrics = options.metrics
         client_config = client_config_from_kafka_options(options.kafka.kafka_options)
-        self.tracker = LagTracker(interval_s=options.lag.poll_seconds)
-        self.publisher = build_publishing(metrics.cluster, self.tracker, metrics.lag_granularity, metrics.max_series)
+        self.tracker = LagTracker(interval_s=options.lag.poll_seconds,
+                                  append_time_topics=options.lag.append_time_topics)
+        self.publisher = build_publishing(metrics.cluster, self.tracker, metrics.lag_granularity, metrics.max_series,
+                                          metrics.member_labels, metrics.compat)
         self.exporter, self.instruments = self.publisher.exporter, self.publisher.instruments
         self.advisor = self.publisher.advisor = AdvisorPass(self.publisher.publish_advice)
         self.poller = LogEndPoller(options.kafka.bootstrap_servers, self.tracker,
                                    interval_s=options.lag.poll_seconds, client_config=client_config)
+        if options.lag.max_age_seconds > 0:
+            self.publisher.lag.refresh_on_scrape(self.poller.fetch_log_ends, options.lag.max_age_seconds)
+            self.exporter.add_before_render(self.publisher.lag.freshen)
         self.metadata = TopicMetadata(options.kafka.bootstrap_servers, client_config)
+        self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records)
+        self.publisher.lag.add_refresh_hook(self.health.refresh)
+        self.instruments.ready.labels(metrics.cluster).set_function(lambda: float(self.health.ready()[0]))
+        register_runtime(self.instruments.registry, metrics.cluster, lambda: spark.sparkContext._jvm)
         self.server = MetricsServer(self.exporter.render, metrics.host, metrics.port, tls_cert=metrics.tls_cert,
-                                    tls_key=metrics.tls_key, basic_auth_file=metrics.basic_auth_file)
+                                    tls_key=metrics.tls_key, basic_auth_file=metrics.basic_auth_file,
+                                    healthy=self.health.healthy, ready=self.health.ready)
         self.event_log = EventLog(options.driver.event_log_path)
         self.runner = QueryRunner(spark, options, self.publisher, self.event_log,
-                                  TopicNames(self.metadata.topic_names))
+                                  TopicNames(self.metadata.topic_names), self.health)
         self.lifecycle = Lifecycle([self.server, self.metadata, self.runner, self.publisher.lag, self.advisor,
                                     self.poller])
 
@@ -185,6 +197,7 @@ def _supervise(monitor: Monitor, stop: threading.Event) -> str | None:
         if failure is None:  # stopped from outside the job (the JVM went): nothing to start again
             return None
         wait = clock.failed(time.monotonic(), monitor.instruments.last_progress)
+        monitor.health.query_failed(wait)
         if wait is None:
             return failure
         log.error("streaming query failed; starting it again from the checkpoint in %.0fs: %s", wait,

@@ -19,6 +19,9 @@ class DriverConfig(Config):
         "after the streaming query fails (a batch's read outlasting the source's poll timeout, a failing "
         "checkpoint or event-log volume), start it again from the checkpoint, with backoff, for up to this "
         "long without a batch; then exit non-zero (0: exit at the first failure)", type=float))
+    ready_max_behind_records: int = field(default=10_000, metadata=setting(
+        "/-/ready answers 200 once a batch since the query started ends at most this many records short of the "
+        "offsets topic's log ends (or a trigger finds nothing new)", type=int))
     state_partitions: int = field(default=8, metadata=setting(
         "Spark shuffle partitions of the state store; fixed once a checkpoint exists", type=int))
     master: str | None = field(default=None, metadata=setting(
@@ -28,7 +31,8 @@ class DriverConfig(Config):
         "source checkout)", type=Path))
 
     def problems(self) -> list[str]:
-        return [*positive(self, "trigger_seconds", "state_partitions"), *not_negative(self, "query_retry_seconds")]
+        return [*positive(self, "trigger_seconds", "state_partitions"),
+                *not_negative(self, "query_retry_seconds", "ready_max_behind_records")]
 
     @property
     def event_log_path(self) -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from streaming.driver.health import Health
 from streaming.metrics.instruments import JobMetrics
 from streaming.protocol import BatchReport, TopicPartition
 
@@ -53,8 +54,9 @@ class ProgressListener(StreamingQueryListener):
     """Feeds one query's progress to the job's metrics; ``query_id`` and ``report`` are read per event."""
 
     def __init__(self, instruments: JobMetrics, query_id: Callable[[], str | None],
-                 report: Callable[[], BatchReport]) -> None:
+                 report: Callable[[], BatchReport], health: Health | None = None) -> None:
         self.instruments = instruments
+        self.health = health
         self.query_id = query_id
         self.report = report
 
@@ -71,11 +73,15 @@ class ProgressListener(StreamingQueryListener):
             return
         processed, skipped = batch_offsets(progress)
         self.instruments.observe_batch(progress.batchDuration / 1000, skipped, processed, time.time())
+        if self.health is not None:
+            self.health.observe_batch(processed)
         log.info(progress_line(progress, self.report(), skipped, self.instruments.records_behind))
 
     def onQueryIdle(self, event: Any) -> None:
         if self._ours(event.id):
             self.instruments.observe_idle(time.time())
+            if self.health is not None:
+                self.health.observe_idle()
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from streaming.advisor.background import AdvisorPass
 from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.lag.tracker import LagTracker
+from streaming.metrics import compat
 from streaming.metrics.exporter import Exporter
 from streaming.metrics.groups import (
     ADVISOR_FAMILY,
@@ -32,12 +33,16 @@ class Publisher:
     """Publishes changed and removed groups to the metrics and the advisor."""
 
     def __init__(self, exporter: Exporter, lag: LagSeries, instruments: JobMetrics,
-                 advisor: AdvisorPass | None = None, per_partition: bool = True) -> None:
+                 advisor: AdvisorPass | None = None, per_partition: bool = True, member_mode: str = "client",
+                 kafka_exporter: bool = False) -> None:
         self.exporter = exporter
         self.lag = lag
         self.instruments = instruments
         self.advisor = advisor
         self.per_partition = per_partition
+        self.member_mode = member_mode
+        self.kafka_exporter = kafka_exporter
+        self._group_names = (*GROUP_NAMES, *(f.name for f in compat.GROUP_FAMILIES)) if kafka_exporter else GROUP_NAMES
         self.cluster = instruments.cluster
 
     def update(self, stage: GroupStage, group: str, now_ms: int) -> None:
@@ -50,9 +55,9 @@ class Publisher:
         group = summary.group
         committed = {tp: entry.offset for tp, entry in offsets.offsets.items()} if offsets else {}
         lines = group_lines(self.cluster, summary, committed, offsets.commits_total if offsets else 0,
-                            self.per_partition)
-        self.exporter.put(group, lines, GROUP_NAMES)
-        self.lag.update(group, committed, member_partitions(summary, assignments))
+                            self.per_partition, self.member_mode, self.kafka_exporter)
+        self.exporter.put(group, lines, self._group_names)
+        self.lag.update(group, committed, member_partitions(summary, assignments, self.member_mode))
         if self.advisor is not None:
             self.advisor.offer(summary, assignments)
 
@@ -75,15 +80,22 @@ class Publisher:
 
 
 def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "partition",
-                     max_series: int | None = None) -> Publisher:
+                     max_series: int | None = None, member_mode: str = "client",
+                     compat_mode: str = "none") -> Publisher:
     """The metrics side of the job wired together: instruments, exporter, lag series, publisher.
 
     The lag series re-render after each poll round and then refresh the job's input lag; the
     exporter serves the lag series' scrape-time text after the cached group series.
     """
     per_partition = lag_granularity == "partition"
+    kafka_exporter = compat_mode == "kafka_exporter"
     instruments = JobMetrics(cluster, tracker)
-    exporter = Exporter((*GROUP_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES), instruments, max_series)
-    lag = LagSeries(cluster, tracker, exporter, per_partition, on_refresh=[instruments.refresh_input_lag])
+    families = [*GROUP_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES]
+    if kafka_exporter:
+        families += [*compat.GROUP_FAMILIES, *compat.LAG_FAMILIES]
+    exporter = Exporter(families, instruments, max_series)
+    lag = LagSeries(cluster, tracker, exporter, per_partition, on_refresh=[instruments.refresh_input_lag],
+                    kafka_exporter=kafka_exporter)
     exporter.add_source(lag.text)
-    return Publisher(exporter, lag, instruments, per_partition=per_partition)
+    return Publisher(exporter, lag, instruments, per_partition=per_partition, member_mode=member_mode,
+                     kafka_exporter=kafka_exporter)

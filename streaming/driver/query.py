@@ -16,6 +16,7 @@ from typing import Any
 
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.source import decoded_stream, excluded_groups, validate_group_patterns
+from streaming.driver.health import Health
 from streaming.driver.progress import ProgressListener
 from streaming.driver.publish import Publisher
 from streaming.driver.sink import BatchSink
@@ -84,8 +85,9 @@ class QueryRunner:
     name = "streaming-query"
 
     def __init__(self, spark: Any, options: JobOptions, publisher: Publisher, event_log: EventLog,
-                 topic_names: TopicNames) -> None:
+                 topic_names: TopicNames, health: Health | None = None) -> None:
         self.spark = spark
+        self.health = health
         self.options = options
         self.publisher = publisher
         self.event_log = event_log
@@ -99,7 +101,7 @@ class QueryRunner:
 
     def start(self) -> None:
         validate_group_patterns(self.options.source, self.spark)
-        self._restore()
+        self._restore(publish=True)
         self._start_query()
 
     def restart(self) -> None:
@@ -107,8 +109,12 @@ class QueryRunner:
         reloaded from the state of the last committed batch, whatever a failed batch left in memory."""
         self._remove_listener()
         self.publisher.instruments.query_restarts.labels(self.publisher.cluster).inc()
-        self._restore()
+        self._restore(publish=False)  # what is shown already is at least as new (see BatchSink)
         self._start_query()
+
+    def active(self) -> bool:
+        """Whether the query runs (asks Spark's JVM: raises when it does not answer)."""
+        return self.query is not None and bool(self.query.isActive)
 
     def failure(self) -> str | None:
         """The failed query's error, None while it runs or once it was stopped."""
@@ -118,7 +124,7 @@ class QueryRunner:
             return None
         return None if failure is None else str(failure)
 
-    def _restore(self) -> None:
+    def _restore(self, publish: bool) -> None:
         """The group stage and the sink from the state of the last batch Spark committed."""
         options = self.options
         started = time.monotonic()
@@ -128,15 +134,17 @@ class QueryRunner:
         dead_letters = DeadLetterLog(options.driver.monitor_dir / "dead-letters", options.source.topic,
                                      options.source.dead_letter_max)
         self.sink = BatchSink(options.groups, stage, self.state_store, self.publisher, self.event_log, dead_letters,
-                              self.topic_names)
+                              self.topic_names, publish_restored=publish)
         log.info("restored %d groups from the checkpoint in %.2fs", len(stage.groups), time.monotonic() - started)
 
     def _start_query(self) -> None:
         options, sink = self.options, self.sink
         assert sink is not None
         self._listener = ProgressListener(self.publisher.instruments, lambda: self.query.id if self.query else None,
-                                          lambda: sink.last_report)
+                                          lambda: sink.last_report, self.health)
         self.spark.streams.addListener(self._listener)
+        if self.health is not None:
+            self.health.query_started()
         checkpoint = options.driver.checkpoint_dir
         self.query = (decoded_stream(self.spark, options.kafka, options.source).writeStream
                       # Unique per running job: one checkpoint never serves two jobs at once.

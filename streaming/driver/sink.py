@@ -53,10 +53,17 @@ def young_garbage_only(full: bool = False) -> Iterator[None]:
 
 
 class BatchSink:
-    """``foreachBatch`` body; also publishes the checkpointed state at start, before any batch."""
+    """``foreachBatch`` body; also publishes the checkpointed state when the process starts, before any batch.
+
+    A query restarted in the same process (``publish_restored`` False) does not publish the state it
+    reloads: that state is the last batch Spark committed, older than what the failed batch may
+    already have published, and counters shown must never step back (Prometheus would read a
+    reset). Spark runs the failed batch again, with the same records, and publishes the same counts.
+    """
 
     def __init__(self, config: GroupsConfig, stage: GroupStage, store: StateStore, publisher: Publisher,
-                 event_log: EventLog, dead_letters: DeadLetterLog, topic_names: TopicNames) -> None:
+                 event_log: EventLog, dead_letters: DeadLetterLog, topic_names: TopicNames,
+                 publish_restored: bool = True) -> None:
         self.config = config
         self.stage = stage
         self.store = store
@@ -67,10 +74,11 @@ class BatchSink:
         self.last_report = BatchReport()
         self._last_sweep = time.monotonic()
         self._batches = 0
-        now_ms = int(time.time() * 1000)
-        with young_garbage_only():
-            for group in sorted(stage.groups):
-                publisher.update(stage, group, now_ms)
+        if publish_restored:
+            now_ms = int(time.time() * 1000)
+            with young_garbage_only():
+                for group in sorted(stage.groups):
+                    publisher.update(stage, group, now_ms)
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()

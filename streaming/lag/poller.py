@@ -33,6 +33,7 @@ from typing import Any
 from kafka import IsolationLevel, KafkaAdminClient, OffsetSpec
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as Errors
+from kafka.admin import ConfigResource, ConfigResourceType
 
 from streaming.cluster.client import LazyClient
 from streaming.lag.config import DEFAULT_INTERVAL_S
@@ -43,6 +44,8 @@ from streaming.protocol import TopicPartition
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TIMESTAMP_TYPE_MAX_AGE_S = 600.0  # a topic's message.timestamp.type is read again after this long
+QUICK_TIMEOUT_MS = 2000  # a scrape's own log-end fetch gives up after this long
 ERROR_REASONS = ("timeout", "connection", "unknown_topic_or_partition", "not_leader", "auth", "other")
 
 _NOT_LEADER = (Errors.NotLeaderForPartitionError, Errors.LeaderNotAvailableError, Errors.ReplicaNotAvailableError,
@@ -97,6 +100,12 @@ class LogEndPoller:
         self._timestamps = timestamps or RecordTimestamps(self._config)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._leader_cache: dict[TopicPartition, int] = {}  # from the last full round, for quick fetches
+        # Quick fetches run on the caller's thread (a scrape's) with a client of their own, never waiting
+        # behind a full round's record lookups; a short request timeout bounds the scrape.
+        self._quick_admin = LazyClient(admin_factory, {**self._config, "request_timeout_ms": QUICK_TIMEOUT_MS},
+                                       "quick log-end client")
+        self._quick_lock = threading.Lock()
 
     def start(self) -> None:
         self._stop.clear()
@@ -147,6 +156,8 @@ class LogEndPoller:
                                         IsolationLevel.READ_UNCOMMITTED, errors)
             both = {tp: (starts[tp], ends[tp]) for tp in ends if tp in starts}
             self.tracker.record_offsets(both, sampled_at)
+            self._leader_cache = tracked
+            self._describe_timestamp_types(errors)
             fetched = bool(both)
             fetched |= self._poll_offsets_topic(leaders, sampled_at, errors)
             self.tracker.forget_unwanted()
@@ -156,6 +167,49 @@ class LogEndPoller:
             log.warning("log-end poll failed (%s): %s", error_reason(exc), exc)
             self._admin.close()
         self.tracker.record_round(sampled_at if fetched else 0.0, errors)
+
+    def _describe_timestamp_types(self, errors: Counter[str]) -> None:
+        """Read ``message.timestamp.type`` of topics not seen for TIMESTAMP_TYPE_MAX_AGE_S (DescribeConfigs,
+        one call for all of them): what "lag in seconds" is measured against on each topic."""
+        topics = sorted(self.tracker.topics_to_describe(TIMESTAMP_TYPE_MAX_AGE_S))
+        if not topics:
+            return
+        resources = [ConfigResource(ConfigResourceType.TOPIC, topic, ["message.timestamp.type"]) for topic in topics]
+        try:
+            answer = self._admin.get().describe_configs(resources, config_filter="all")
+        except Exception as exc:  # DescribeConfigs refused (ACLs) or failed: the types stay unknown
+            errors[error_reason(exc)] += 1
+            log.warning("DescribeConfigs of %d topic(s) failed (%s): %s", len(topics), error_reason(exc), exc)
+            self.tracker.record_timestamp_types(dict.fromkeys(topics, ""), time.time())  # tried: not every round
+            return
+        found: dict[str, str] = {}
+        for name, configs in _topic_configs(answer).items():
+            value = configs.get("message.timestamp.type")
+            if value is not None:
+                found[name] = str(value)
+        self.tracker.record_timestamp_types(found, time.time())
+
+    def fetch_log_ends(self) -> bool:
+        """A quick fetch, from any thread: log ends only (ListOffsets LATEST, one call per leader known from
+        the last full round), log starts kept from the last sample; anything new or moved waits for a full
+        round. True when it fetched something."""
+        with self._quick_lock:
+            errors: Counter[str] = Counter()
+            sampled_at = time.time()
+            fetched = False
+            try:
+                starts = self.tracker.log_starts()
+                tracked = {tp: leader for tp, leader in self._leader_cache.items() if tp in starts}
+                ends = self._list_offsets(tracked, OffsetSpec.LATEST, IsolationLevel.READ_UNCOMMITTED, errors,
+                                          self._quick_admin)
+                self.tracker.record_offsets({tp: (starts[tp], end) for tp, end in ends.items()}, sampled_at)
+                fetched = bool(ends)
+            except Exception as exc:
+                errors[error_reason(exc)] += 1
+                log.warning("quick log-end fetch failed (%s): %s", error_reason(exc), exc)
+                self._quick_admin.close()
+            self.tracker.record_round(sampled_at if fetched else 0.0, errors)
+            return fetched
 
     def _poll_offsets_topic(self, leaders: Mapping[TopicPartition, int], sampled_at: float,
                             errors: Counter[str]) -> bool:
@@ -198,20 +252,20 @@ class LogEndPoller:
         return leaders, missing
 
     def _list_offsets(self, leaders: Mapping[TopicPartition, int], spec: OffsetSpec, isolation: IsolationLevel,
-                      errors: Counter[str]) -> dict[TopicPartition, int]:
+                      errors: Counter[str], admin: LazyClient | None = None) -> dict[TopicPartition, int]:
         """Offsets by ``spec``, one call per leader; failures are counted per partition."""
         by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
         for tp, leader in leaders.items():
             by_leader[leader].append(tp)
         result: dict[TopicPartition, int] = {}
         for tps in by_leader.values():
-            self._list_isolating(sorted(tps), spec, isolation, result, errors)
+            self._list_isolating(sorted(tps), spec, isolation, result, errors, admin or self._admin)
         return result
 
     def _list_isolating(self, tps: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel,
-                        result: dict[TopicPartition, int], errors: Counter[str]) -> None:
+                        result: dict[TopicPartition, int], errors: Counter[str], admin: LazyClient) -> None:
         try:
-            answer = self._admin.get().list_partition_offsets(
+            answer = admin.get().list_partition_offsets(
                 {KafkaTopicPartition(*tp): spec for tp in tps}, isolation_level=isolation)
         except Exception as exc:
             if not _partition_level(exc) or len(tps) == 1:
@@ -220,12 +274,14 @@ class LogEndPoller:
                             len(tps), tps[0], error_reason(exc), exc)
                 return
             for part in _split(tps):
-                self._list_isolating(part, spec, isolation, result, errors)
+                self._list_isolating(part, spec, isolation, result, errors, admin)
             return
         result.update({(tp.topic, tp.partition): int(o.offset) for tp, o in answer.items()})
 
     def _close(self) -> None:
         self._admin.close()
+        with self._quick_lock:
+            self._quick_admin.close()
         self._timestamps.close()
 
 
@@ -237,3 +293,9 @@ def _split(tps: list[TopicPartition]) -> list[list[TopicPartition]]:
         first = set(topics[: len(topics) // 2])
         return [[tp for tp in tps if tp[0] in first], [tp for tp in tps if tp[0] not in first]]
     return [tps[: len(tps) // 2], tps[len(tps) // 2:]]
+
+
+def _topic_configs(answer: Any) -> dict[str, dict[str, Any]]:
+    """kafka-python's describe_configs answer as topic -> {config name: value}."""
+    return {name: {key: entry.get("value") for key, entry in configs.items()}
+            for name, configs in (answer.get("topic") or {}).items()}

@@ -7,8 +7,10 @@ partitions to look up, seeks each to its committed offset and fetches with a sma
 per-partition byte limit: the broker returns the first record batch at that offset and
 little more, so a round costs about one small fetch per partition. Transaction markers
 are control records that no consumer returns; skipping them finds the first real record.
-Reading is ``read_uncommitted``: a record of an open transaction is the next one in the
-log, and its timestamp is as meaningful as any.
+Reading is ``read_committed``, as transactional applications read: records of aborted
+transactions are skipped (a caught-up consumer whose only unread records were aborted is
+caught up, not ever further behind), and a partition held by an open transaction is not
+answered (its lag in seconds is then interpolated from the log-end history until it ends).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class RecordTimestamps:
             "client_id": "rebalance-monitor-timestamps",
             "group_id": None,
             "enable_auto_commit": False,
-            "isolation_level": "read_uncommitted",
+            "isolation_level": "read_committed",
             # The broker still returns a whole first batch when it is larger (KIP-74).
             "max_partition_fetch_bytes": partition_fetch_bytes,
             "fetch_max_wait_ms": 100,

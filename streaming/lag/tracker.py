@@ -16,14 +16,15 @@ once it is older than ``stale_after_s``: the series disappears instead of lying.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
-from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from streaming.lag.config import DEFAULT_INTERVAL_S
+from streaming.lag.history import LogEndRing, appended_at
 from streaming.protocol import TopicPartition
 
 Lookup = tuple[TopicPartition, int]  # a partition and the committed offset to read at
@@ -44,6 +45,9 @@ class PartitionLag:
     seconds: float | None
     seconds_method: SecondsMethod | None
     sample_age_s: float
+    # When the next record to read was written: ``seconds`` is ``now - since`` and grows as long as
+    # that record stays unread (inf when nothing is left to read: 0 seconds; None when not known).
+    since: float | None = None
     # lag < 0 from a log-end sample taken after the commit was first seen: the log really
     # ended below the committed offset (truncation, or a commit past the end). A negative
     # lag from an older sample only means the consumer overtook that sample: show 0.
@@ -77,68 +81,6 @@ class OffsetsTopicGap:
     stuck_since: float | None
 
 
-class LogEndRing:
-    """Coarse log-end history of one partition: at most one sample per ``resolution_s``,
-    a flat stretch kept as its two ends, ``capacity`` samples in two flat arrays (16 bytes
-    each: 24 h at one a minute is 23 KB per partition)."""
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._times = array("d")
-        self._ends = array("q")
-        self._head = 0  # index of the oldest sample once full
-
-    def __len__(self) -> int:
-        return len(self._times)
-
-    def add(self, time_s: float, log_end: int, resolution_s: float) -> None:
-        if self._times:
-            last = (self._head - 1) % len(self._times)
-            if log_end == self._ends[last] and len(self) >= 2 and self._ends[(last - 1) % len(self)] == log_end:
-                self._times[last] = time_s  # stretch the flat run's end
-                return
-            if time_s - self._times[last] < resolution_s and log_end >= self._ends[last]:
-                return
-        if len(self._times) < self._capacity:
-            self._times.append(time_s)
-            self._ends.append(log_end)
-            self._head = 0
-        else:
-            self._times[self._head] = time_s
-            self._ends[self._head] = log_end
-            self._head = (self._head + 1) % self._capacity
-
-    def samples(self) -> list[tuple[float, int]]:
-        n = len(self._times)
-        order = range(self._head, self._head + n) if n == self._capacity else range(n)
-        return [(self._times[i % n], self._ends[i % n]) for i in order]
-
-
-def appended_at(samples: Sequence[tuple[float, int]], offset: int) -> float | None:
-    """When the record at ``offset`` was appended, estimated from ``(time_s, log_end)`` samples.
-
-    Between the last sample at or below ``offset`` and the next one, linear in offsets. Before
-    the oldest sample, extrapolated back at the mean produce rate of the history, or the oldest
-    sample's time (a lower bound on the age) without one. Only samples since the log end last
-    went down (truncation, topic re-created) describe this log. None without samples or when
-    the log end has not passed ``offset``.
-    """
-    window: list[tuple[float, int]] = []
-    for sample in samples:
-        if window and sample[1] < window[-1][1]:
-            window = []
-        window.append(sample)
-    if not window or offset >= window[-1][1]:
-        return None
-    (t0, end0), (t_last, end_last) = window[0], window[-1]
-    if offset < end0:
-        span, produced = t_last - t0, end_last - end0
-        return t0 - (end0 - offset) * span / produced if span > 0 and produced > 0 else t0
-    i = max(k for k, (_, end) in enumerate(window) if end <= offset)
-    (t_a, end_a), (t_b, end_b) = window[i], window[i + 1]
-    return t_a + (offset - end_a) * (t_b - t_a) / (end_b - end_a)
-
-
 class LagTracker:
     """Thread-safe store of log offsets, record timestamps and poll health.
 
@@ -149,8 +91,12 @@ class LagTracker:
 
     def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, stale_after_s: float | None = None,
                  history_resolution_s: float = HISTORY_RESOLUTION_S, history_span_s: float = HISTORY_SPAN_S,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, append_time_topics: str = "") -> None:
         self.stale_after_s = 3 * interval_s if stale_after_s is None else stale_after_s
+        # Topics whose lag in seconds is measured by append time (interpolated over the log-end
+        # history) rather than by the record's own timestamp.
+        self._append_time = re.compile(append_time_topics) if append_time_topics else None
+        self._timestamp_types: dict[str, tuple[str, float]] = {}  # topic -> (message.timestamp.type, when read)
         self._resolution_s = history_resolution_s
         self._capacity = max(2, math.ceil(history_span_s / history_resolution_s) + 1)
         self._clock = clock
@@ -228,6 +174,8 @@ class LagTracker:
         with self._lock:
             for tp, (start, end) in offsets.items():
                 previous = self._offsets.get(tp)
+                if previous is not None and previous.sampled_at > sampled_at:
+                    continue  # a quick fetch got a newer sample while this round ran
                 if previous is not None and end < previous.log_end:  # truncated or re-created
                     self._times = {k: v for k, v in self._times.items() if k[0] != tp}
                 self._offsets[tp] = LogOffsets(int(start), int(end), sampled_at)
@@ -293,11 +241,12 @@ class LagTracker:
             offsets = self._fresh((topic, partition), now)
             if offsets is None:
                 return None
-            seconds, method = self._seconds((topic, partition), committed, offsets, now)
+            since, method = self._since((topic, partition), committed, offsets)
             seen_at = self._committed.get(((topic, partition), committed))
             truncated = committed > offsets.log_end and seen_at is not None and offsets.sampled_at > seen_at
+            seconds = None if since is None else max(0.0, now - since)
             return PartitionLag(offsets.log_end - committed, offsets.log_end, offsets.log_start,
-                                seconds, method, now - offsets.sampled_at, truncated)
+                                seconds, method, now - offsets.sampled_at, since=since, truncated=truncated)
 
     def lag_uncommitted(self, topic: str, partition: int) -> PartitionLag | None:
         """Lag of an assigned partition with no commit: log end − log start, the records a
@@ -322,6 +271,34 @@ class LagTracker:
                 return {}
             return dict(self._gaps)
 
+    def record_timestamp_types(self, types: Mapping[str, str], at: float) -> None:
+        """Topics' ``message.timestamp.type`` (CreateTime or LogAppendTime), as read at ``at``."""
+        with self._lock:
+            self._timestamp_types.update({topic: (kind, at) for topic, kind in types.items()})
+
+    def timestamp_types(self) -> dict[str, str]:
+        """The tracked topics' ``message.timestamp.type`` where read (an empty type: reading it failed)."""
+        with self._lock:
+            topics = self._topics()
+            return {topic: kind for topic, (kind, _) in self._timestamp_types.items() if topic in topics and kind}
+
+    def topics_to_describe(self, max_age_s: float) -> set[str]:
+        """Tracked topics whose timestamp type is unknown or older than ``max_age_s``."""
+        now = self._clock()
+        with self._lock:
+            topics = self._topics()
+            known = self._timestamp_types
+            return {t for t in topics if t not in known or now - known[t][1] > max_age_s}
+
+    def _topics(self) -> set[str]:
+        return {topic for (topic, _), _ in self._committed} | {topic for topic, _ in self._uncommitted}
+
+    def log_starts(self) -> dict[TopicPartition, int]:
+        """The last sampled log start of each partition still tracked."""
+        with self._lock:
+            keep = {tp for tp, _ in self._committed} | self._uncommitted | self._watched
+            return {tp: offsets.log_start for tp, offsets in self._offsets.items() if tp in keep}
+
     def sampled_at(self) -> dict[TopicPartition, float]:
         """When each tracked partition's log offsets were last fetched (epoch seconds)."""
         with self._lock:
@@ -343,15 +320,17 @@ class LagTracker:
             return None
         return offsets
 
-    def _seconds(self, tp: TopicPartition, committed: int, offsets: LogOffsets,
-                 now: float) -> tuple[float | None, SecondsMethod | None]:
+    def _since(self, tp: TopicPartition, committed: int, offsets: LogOffsets) -> tuple[float | None,
+                                                                                      SecondsMethod | None]:
+        """When the record at ``committed`` was written (inf: nothing left to read), and how it is known."""
         if committed >= offsets.log_end:
-            return 0.0, "timestamp"
+            return math.inf, "timestamp"
         known = self._times.get((tp, committed))
-        if known is not None and known.timestamp_ms is not None:
-            return max(0.0, now - known.timestamp_ms / 1000), "timestamp"
+        by_record = self._append_time is None or self._append_time.search(tp[0]) is None
+        if known is not None and known.timestamp_ms is not None and by_record:
+            return known.timestamp_ms / 1000, "timestamp"
         if known is not None and known.log_end == offsets.log_end:
-            return 0.0, "timestamp"  # only transaction markers left to read
+            return math.inf, "timestamp"  # only transaction markers (or aborted records) left to read
         ring = self._history.get(tp)
         samples = ring.samples() if ring is not None else []
         if not samples or samples[-1][0] < offsets.sampled_at:  # the ring keeps one a minute
@@ -359,4 +338,4 @@ class LagTracker:
         at = appended_at(samples, committed)
         if at is None:
             return None, None
-        return max(0.0, now - at), "interpolated"
+        return at, "interpolated"

@@ -32,6 +32,15 @@ class MetricsConfig(Config):
     lag_granularity: str = field(default="partition", metadata=setting(
         "lag series per partition, or summed per topic (far fewer series on wide topics)",
         choices=LAG_GRANULARITIES))
+    member_labels: str = field(default="client", metadata=setting(
+        "how member series tell members apart: client (client id, host and static instance id: a rejoin keeps "
+        "its series, members sharing a client id and host are summed) or member (member id too: new series at "
+        "every rejoin)", choices=("client", "member")))
+    compat: str = field(default="none", metadata=setting(
+        "kafka_exporter: also export kafka_exporter's consumer-group families (kafka_consumergroup_lag, _lag_sum, "
+        "_current_offset, _current_offset_sum, _members with its consumergroup label; kafka_topic_partition_"
+        "current_offset, _oldest_offset) so its dashboards and rules work unchanged; not beside a running "
+        "kafka_exporter, or lag is counted twice", flag="--metrics-compat", choices=("none", "kafka_exporter")))
     max_series: int = field(default=2_000_000, metadata=setting(
         "most series /metrics serves; beyond it new series are dropped and counted", type=int))
 
@@ -41,6 +50,10 @@ class MetricsConfig(Config):
             problems.append(f"{flag(self, 'port')} must be 0-65535")
         if (self.tls_cert is None) != (self.tls_key is None):
             problems.append(f"{flag(self, 'tls_cert')} and {flag(self, 'tls_key')} go together")
+        if self.compat not in ("none", "kafka_exporter"):
+            problems.append(f"{flag(self, 'compat')} must be none or kafka_exporter")
+        if self.member_labels not in ("client", "member"):
+            problems.append(f"{flag(self, 'member_labels')} must be client or member")
         if self.lag_granularity not in LAG_GRANULARITIES:
             problems.append(f"{flag(self, 'lag_granularity')} must be one of {', '.join(LAG_GRANULARITIES)}")
         return problems

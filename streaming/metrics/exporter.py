@@ -30,12 +30,17 @@ class Exporter:
         self.instruments = instruments
         self.max_series = max_series
         self._sources = list(sources)
+        self._before_render: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._cache = FamilyCache(families)
 
     def add_source(self, source: Callable[[], bytes]) -> None:
         """Text rendered at each scrape, after the group series (its families complete)."""
         self._sources.append(source)
+
+    def add_before_render(self, hook: Callable[[], None]) -> None:
+        """``hook()`` runs before each scrape renders (outside the cache's lock: it may put text)."""
+        self._before_render.append(hook)
 
     def put(self, group: str, lines: Lines, names: Iterable[str], *, if_present: bool = False) -> None:
         """Replace ``group``'s text in the families ``names``; ``if_present``: only if the group is
@@ -56,6 +61,8 @@ class Exporter:
             return self._cache.group_text(group)
 
     def render(self) -> bytes:
+        for hook in self._before_render:
+            hook()
         with self._lock:
             chunks, kept, dropped = self._cache.render(self.max_series)
             groups = self._cache.groups()

@@ -9,8 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from streaming.metrics import compat
 from streaming.metrics.exposition import Family, Lines, escape, number
-from streaming.protocol import DURATION_BUCKET_LABELS, GroupSummary, TopicPartition
+from streaming.protocol import DURATION_BUCKET_LABELS, GroupSummary, MemberSummary, TopicPartition
+
+MemberLabels = tuple[tuple[str, str], ...]
+MEMBER_LABEL_MODES = ("client", "member")
+
+
+def member_labels(m: MemberSummary, mode: str) -> MemberLabels:
+    """A member's labels on the member series.
+
+    ``member``: ``member`` is the owner key (a static member's instance id, else its member id),
+    one series per member, new series at every rejoin. ``client``: ``member`` is the instance id
+    of a static member and empty otherwise, so a dynamic member that rejoins under a new member
+    id keeps its series (its client id and host stay), and members sharing a client id and host
+    are one series (their figures added up).
+    """
+    member = m.member if mode == "member" else (m.instance_id or "")
+    return ("member", member), ("client_id", m.client_id), ("client_host", m.client_host)
 
 G, C = "gauge", "counter"
 GROUP_FAMILIES = (
@@ -26,7 +43,8 @@ GROUP_FAMILIES = (
     Family("kafka_consumergroup_assigned_partitions", G,
            "Partitions assigned to the group's members (KIP-848: current assignments)."),
     Family("kafka_consumergroup_member_assigned_partitions", G,
-           "Partitions assigned to one member; member is the instance id of static members, else the member id."),
+           "Partitions assigned to a member; with --member-labels client (the default) members are told apart by "
+           "client id, host and static instance id (member), with --member-labels member by member id too."),
     Family("kafka_consumergroup_assignment_imbalance_ratio", G,
            "Busiest member's partitions over the mean per member; 1 is even."),
     Family("kafka_consumergroup_partitions_moved_total", C, "Partitions whose owner changed across rebalances."),
@@ -63,10 +81,13 @@ GROUP_NAMES = tuple(_F)
 
 
 def group_lines(cluster: str, summary: GroupSummary, committed: Mapping[TopicPartition, int], commits_total: int,
-                per_partition: bool) -> Lines:
-    """The group's summary series and, at partition granularity, its committed offsets."""
+                per_partition: bool, member_mode: str = "client", kafka_exporter: bool = False) -> Lines:
+    """The group's summary series and, at partition granularity, its committed offsets (and, with
+    ``kafka_exporter``, kafka_exporter's member count)."""
     lines = Lines(cluster)
-    _summary_lines(lines, summary, commits_total)
+    _summary_lines(lines, summary, commits_total, member_mode)
+    if kafka_exporter:
+        compat.members_lines(lines, summary.group, summary.member_count)
     if per_partition:
         lines.add_many(_F["kafka_consumergroup_committed_offset"], (("group", summary.group),),
                        sorted(committed.items()))
@@ -81,7 +102,7 @@ def advice_lines(cluster: str, group: str, ratios: Mapping[str, float] | None) -
     return lines
 
 
-def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:
+def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int, member_mode: str) -> None:
     g = (("group", s.group),)
     if s.generation is not None:
         lines.add(_F["kafka_consumergroup_generation"], g, s.generation)
@@ -93,10 +114,12 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int) -> None:
                                               ("protocol", s.protocol), ("leader", s.leader)), 1)
     lines.add(_F["kafka_consumergroup_state"], (*g, ("state", s.state)), 1)
     lines.add(_F["kafka_consumergroup_assigned_partitions"], g, s.assigned_partitions)
+    assigned: dict[MemberLabels, int] = {}
     for m in s.members:
-        lines.add(_F["kafka_consumergroup_member_assigned_partitions"],
-                  (*g, ("member", m.member), ("client_id", m.client_id), ("client_host", m.client_host)),
-                  m.assigned_partitions)
+        key = member_labels(m, member_mode)
+        assigned[key] = assigned.get(key, 0) + m.assigned_partitions
+    for key, count in assigned.items():
+        lines.add(_F["kafka_consumergroup_member_assigned_partitions"], (*g, *key), count)
     if s.imbalance_ratio is not None:
         lines.add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
     lines.add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)

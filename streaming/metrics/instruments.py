@@ -72,6 +72,9 @@ class JobMetrics:
                                       "Times the streaming query failed and the job started it again from its "
                                       "checkpoint.", labels, registry=r)
         self.query_restarts.labels(cluster)  # 0 from the start: increase() sees the first restart
+        self.ready = Gauge("rebalance_monitor_ready",
+                           "1 once the job has caught up with the offsets topic since its query last started "
+                           "(what /-/ready answers), else 0.", labels, registry=r)
         self._lock = threading.Lock()
         self._processed: dict[TopicPartition, int] = {}
         self._newest_record_s: float | None = None

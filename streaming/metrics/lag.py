@@ -11,36 +11,55 @@ next scrape. :meth:`LagSeries.text` renders the log ends and the poller's health
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from streaming.lag.tracker import LagTracker
+from streaming.metrics import compat
 from streaming.metrics.exporter import Exporter
 from streaming.metrics.exposition import Family, Lines
+from streaming.metrics.groups import MemberLabels, member_labels
 from streaming.protocol import GroupSummary, TopicPartition
 
+log = logging.getLogger(__name__)
+
 G, C = "gauge", "counter"
-MemberLabels = tuple[tuple[str, str], ...]
+# When fetching log ends and re-rendering for a scrape take longer than SCRAPE_BUDGET_S (a cluster
+# too large to re-render per scrape), scrapes stop asking for SCRAPE_BACKOFF_S and lag follows the
+# poll interval instead.
+SCRAPE_BUDGET_S = 1.0
+SCRAPE_BACKOFF_S = 300.0
+Row = tuple[int, float | None]  # a partition's lag in records and when its next record was written
 
 LAG_FAMILIES = (
     Family("kafka_consumergroup_partition_lag", G,
            "Records between the committed offset and the log end; --lag-granularity partition only."),
     Family("kafka_consumergroup_partition_lag_seconds", G,
-           "Seconds since the record at the committed offset (the next one the group reads) was written; "
-           "method=timestamp read from that record, interpolated where it is gone; --lag-granularity partition only."),
+           "Seconds since the record at the committed offset (the next one the group reads) was written, as of the "
+           "scrape: method=timestamp is that record's own timestamp (CreateTime topics: the producer's clock; "
+           "LogAppendTime: the broker's), method=interpolated its append time estimated from polled log ends (the "
+           "record is gone, or the topic is measured by append time); 0 when nothing is left to read; "
+           "--lag-granularity partition only.", age=True),
     Family("kafka_consumergroup_topic_total_lag", G, "Sum of the group's lag over a topic's partitions."),
     Family("kafka_consumergroup_topic_max_lag", G, "Largest lag of the group on one partition of a topic."),
-    Family("kafka_consumergroup_topic_max_lag_seconds", G, "Largest lag in seconds of the group on a topic."),
+    Family("kafka_consumergroup_topic_max_lag_seconds", G,
+           "Largest lag in seconds of the group on a topic (see kafka_consumergroup_partition_lag_seconds).",
+           age=True),
     Family("kafka_consumergroup_total_lag", G, "Sum of the group's lag over every partition it committed."),
     Family("kafka_consumergroup_max_lag", G, "Largest lag of the group on one partition."),
-    Family("kafka_consumergroup_max_lag_seconds", G, "Largest lag in seconds of the group on one partition."),
+    Family("kafka_consumergroup_max_lag_seconds", G,
+           "Largest lag in seconds of the group on one partition (see kafka_consumergroup_partition_lag_seconds).",
+           age=True),
     Family("kafka_consumergroup_partition_lag_uncommitted", G,
            "Assigned partition the group never committed: log end minus log start (what an earliest-reset "
            "consumer has to read); --lag-granularity partition only."),
     Family("kafka_consumergroup_member_lag", G,
            "Sum of the lag of the partitions one member owns (uncommitted ones from the log start)."),
-    Family("kafka_consumergroup_member_lag_seconds", G, "Largest lag in seconds among one member's partitions."),
+    Family("kafka_consumergroup_member_lag_seconds", G,
+           "Largest lag in seconds among one member's partitions (see kafka_consumergroup_partition_lag_seconds).",
+           age=True),
     Family("kafka_consumergroup_lag_truncations_total", C,
            "Commits found beyond the log end by a sample taken after the commit (the log was truncated); "
            "the lag series shows 0 for them."),
@@ -56,16 +75,23 @@ OFFSETS_TOPIC_GAP_FAMILY = Family("rebalance_monitor_offsets_topic_unstable_offs
                                   "a read_committed reader (this job) cannot see yet because a transaction is open.")
 OFFSETS_TOPIC_STUCK_FAMILY = Family("rebalance_monitor_offsets_topic_unstable_seconds", G,
                                     "How long an offsets-topic partition's last stable offset has been held back.")
+TIMESTAMP_TYPE_FAMILY = Family("kafka_topic_timestamp_type", G,
+                               "1 for a tracked topic's message.timestamp.type (CreateTime: records carry the "
+                               "producer's time; LogAppendTime: the broker's), what lag in seconds counts from.")
 _F = {f.name: f for f in LAG_FAMILIES}
 LAG_NAMES = tuple(_F)
 
 
-def member_partitions(summary: GroupSummary, assignments: Mapping[str, Sequence[TopicPartition]] | None
-                      ) -> dict[MemberLabels, list[TopicPartition]]:
-    """Each listed member's labels and partitions (owner keys the summary leaves out are dropped)."""
-    members = {m.member: (("member", m.member), ("client_id", m.client_id), ("client_host", m.client_host))
-               for m in summary.members}
-    return {members[owner]: list(parts) for owner, parts in (assignments or {}).items() if owner in members}
+def member_partitions(summary: GroupSummary, assignments: Mapping[str, Sequence[TopicPartition]] | None,
+                      mode: str = "client") -> dict[MemberLabels, list[TopicPartition]]:
+    """Each listed member's labels (see :func:`~streaming.metrics.groups.member_labels`) and partitions;
+    owner keys the summary leaves out are dropped."""
+    members = {m.member: member_labels(m, mode) for m in summary.members}
+    owned: dict[MemberLabels, list[TopicPartition]] = {}
+    for owner, parts in (assignments or {}).items():
+        if owner in members:
+            owned.setdefault(members[owner], []).extend(parts)
+    return owned
 
 
 class LagSeries:
@@ -78,8 +104,10 @@ class LagSeries:
     name = "lag-series"
 
     def __init__(self, cluster: str, tracker: LagTracker, exporter: Exporter, per_partition: bool = True,
-                 on_refresh: Sequence[Callable[[float], None]] = ()) -> None:
+                 on_refresh: Sequence[Callable[[float], None]] = (), kafka_exporter: bool = False) -> None:
         self.cluster = cluster
+        self.kafka_exporter = kafka_exporter  # also kafka_exporter's families (streaming.metrics.compat)
+        self._names = (*LAG_NAMES, *(f.name for f in compat.LAG_FAMILIES)) if kafka_exporter else LAG_NAMES
         self.lag = tracker
         self.exporter = exporter
         self.per_partition = per_partition
@@ -90,15 +118,47 @@ class LagSeries:
         self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
         self._truncations: dict[str, dict[str, int]] = {}
         self._has_lag: set[str] = set()  # groups whose cached text holds lag lines
+        self.overtaken = 0  # renders that left out a partition whose commit overtook its log-end sample
         self._batch_active = threading.Event()  # a batch is being folded: the refresh waits
         self._wanted_dirty = True  # the tracker's wanted partitions need a new set_wanted
         self._log_end_text = b""
+        self._compat_topic_text = b""
         self._rendered_at = 0.0
         self._round: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._fetch_log_ends: Callable[[], bool] | None = None
+        self._max_age_s = 0.0
+        self._freshen_lock = threading.Lock()
+        self._skip_until = 0.0
+
+    def refresh_on_scrape(self, fetch_log_ends: Callable[[], bool], max_age_s: float) -> None:
+        """Before each scrape, log ends older than ``max_age_s`` are fetched (``fetch_log_ends()``, on the
+        scrape's thread) and the lag series re-rendered (see :meth:`freshen`)."""
+        self._fetch_log_ends, self._max_age_s = fetch_log_ends, max_age_s
+
+    def freshen(self) -> None:
+        """Make the lag a scrape shows as fresh as Kafka's own tool: its log ends at most ``max_age_s`` old."""
+        if self._fetch_log_ends is None or self._max_age_s <= 0 or time.time() < self._skip_until:
+            return
+        with self._freshen_lock:  # concurrent scrapes share one round
+            last = self.lag.last_round_at()
+            if last is not None and time.time() - last <= self._max_age_s:
+                return
+            started = time.monotonic()
+            if self._fetch_log_ends():
+                self.refresh()
+            cost = time.monotonic() - started
+            if cost > SCRAPE_BUDGET_S:
+                self._skip_until = time.time() + SCRAPE_BACKOFF_S
+                log.warning("fresh log ends for a scrape took %.1fs; scrapes use the poll interval's samples "
+                            "for the next %.0fs", cost, SCRAPE_BACKOFF_S)
 
     # -- the batch thread -----------------------------------------------------------
+
+    def add_refresh_hook(self, callback: Callable[[float], None]) -> None:
+        """``callback(now)`` after every refresh (what else reads the same log ends)."""
+        self._on_refresh.append(callback)
 
     def update(self, group: str, committed: Mapping[TopicPartition, int],
                owned: Mapping[MemberLabels, list[TopicPartition]]) -> None:
@@ -170,6 +230,11 @@ class LagSeries:
                 if found is not None:
                     ends.add(LOG_END_FAMILY, (("topic", topic), ("partition", str(partition))), found.log_end)
             self._log_end_text = ends.encoded().get(LOG_END_FAMILY.name, b"")
+            if self.kafka_exporter:
+                topics = Lines(self.cluster)
+                compat.topic_lines(topics, self._sampled_offsets(grouped & sampled.keys()))
+                encoded = topics.encoded()
+                self._compat_topic_text = b"".join(f.header + encoded.get(f.name, b"") for f in compat.TOPIC_FAMILIES)
             self._rendered_at, self._round = now, self.lag.last_round_at()
         for callback in self._on_refresh:
             callback(now)
@@ -203,6 +268,8 @@ class LagSeries:
         last_round = self.lag.last_round_at()
         for reason, count in sorted(self.lag.errors().items()):
             lines.add(POLL_ERRORS_FAMILY, (("reason", reason),), count)
+        for topic, kind in sorted(self.lag.timestamp_types().items()):
+            lines.add(TIMESTAMP_TYPE_FAMILY, (("topic", topic), ("type", kind)), 1)
         for partition, gap in sorted(self.lag.offsets_topic_gaps().items()):
             labels = (("partition", str(partition)),)
             lines.add(OFFSETS_TOPIC_GAP_FAMILY, labels, gap.gap)
@@ -210,10 +277,10 @@ class LagSeries:
                 lines.add(OFFSETS_TOPIC_STUCK_FAMILY, labels, max(0.0, time.time() - gap.stuck_since))
         text = lines.encoded()
         with self._lock:
-            chunks = [LOG_END_FAMILY.header, self._log_end_text, POLL_TIMESTAMP_FAMILY.header]
+            chunks = [LOG_END_FAMILY.header, self._log_end_text, self._compat_topic_text, POLL_TIMESTAMP_FAMILY.header]
         if last_round is not None:
             chunks.append(f'{POLL_TIMESTAMP_FAMILY.name}{{{lines.prefix}}} {last_round!r}\n'.encode())
-        for family in (POLL_ERRORS_FAMILY, OFFSETS_TOPIC_GAP_FAMILY, OFFSETS_TOPIC_STUCK_FAMILY):
+        for family in (POLL_ERRORS_FAMILY, OFFSETS_TOPIC_GAP_FAMILY, OFFSETS_TOPIC_STUCK_FAMILY, TIMESTAMP_TYPE_FAMILY):
             chunks += [family.header, text.get(family.name, b"")]
         return b"".join(chunks)
 
@@ -222,34 +289,52 @@ class LagSeries:
     def _render(self, group: str) -> None:
         lines = Lines(self.cluster)
         self._lag_lines(lines, group, self._offsets[group])
-        self.exporter.put(group, lines, LAG_NAMES)
+        self.exporter.put(group, lines, self._names)
+
+    def _sampled_offsets(self, partitions: set[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        found = {}
+        for topic, partition in partitions:
+            lag = self.lag.lag_uncommitted(topic, partition)
+            if lag is not None:
+                found[(topic, partition)] = (lag.log_start, lag.log_end)
+        return found
 
     def _lag_lines(self, lines: Lines, group: str, committed: Mapping[TopicPartition, int]) -> None:
         """Per-partition lag (partition granularity), per-topic / per-group aggregates, member lag.
 
-        A partition without a fresh log-end sample has no lag series (never a stale number).
+        A partition without a fresh log-end sample has no lag series (never a stale number), nor
+        has one whose commit overtook the last sample (the consumer moved on since: lag waits for
+        a sample taken after the commit instead of showing 0). Lag in seconds is an age: the
+        lines keep when the next record was written and scrapes show how long ago that was.
         """
-        found: dict[TopicPartition, tuple[int, float | None]] = {}
-        per_topic: dict[str, list[tuple[int, float | None]]] = {}
+        found: dict[TopicPartition, Row] = {}
+        per_topic: dict[str, list[Row]] = {}
+        exporter_rows: list[compat.CompatRow] = []
         for (topic, partition), offset in sorted(committed.items()):
             lag = self.lag.lag(topic, partition, offset)
+            overtaken = lag is not None and lag.lag < 0 and not lag.truncated
+            exporter_rows.append((topic, partition, offset, None if lag is None or overtaken else lag.lag))
             if lag is None:
                 continue
             if lag.truncated:
                 self._count_truncation(group, topic, ((topic, partition), offset))
-            found[(topic, partition)] = (max(0, lag.lag), lag.seconds)
-            per_topic.setdefault(topic, []).append(found[(topic, partition)])
+            elif overtaken:
+                self.overtaken += 1
+                continue
+            row = found[(topic, partition)] = (max(0, lag.lag), lag.since)
+            per_topic.setdefault(topic, []).append(row)
             if self.per_partition:
                 labels = (("group", group), ("topic", topic), ("partition", str(partition)))
-                lines.add(_F["kafka_consumergroup_partition_lag"], labels, max(0, lag.lag))
-                if lag.seconds is not None:
-                    lines.add(_F["kafka_consumergroup_partition_lag_seconds"],
-                              (*labels, ("method", lag.seconds_method or "")), lag.seconds)
+                lines.add(_F["kafka_consumergroup_partition_lag"], labels, row[0])
+                if lag.since is not None:
+                    lines.add_age(_F["kafka_consumergroup_partition_lag_seconds"],
+                                  (*labels, ("method", lag.seconds_method or "")), lag.since)
         owned = self._owned.get(group, {})
         for parts in owned.values():
             for topic, partition in parts:
                 if (topic, partition) in committed or (topic, partition) in found:
                     continue
+                exporter_rows.append((topic, partition, -1, -1))
                 lag = self.lag.lag_uncommitted(topic, partition)
                 if lag is None:
                     continue
@@ -257,22 +342,24 @@ class LagSeries:
                 if self.per_partition:
                     lines.add(_F["kafka_consumergroup_partition_lag_uncommitted"],
                               (("group", group), ("topic", topic), ("partition", str(partition))), max(0, lag.lag))
-        everything: list[tuple[int, float | None]] = []
+        everything: list[Row] = []
         for topic, rows in per_topic.items():
             _aggregates(lines, (("group", group), ("topic", topic)), rows, "kafka_consumergroup_topic_")
             everything.extend(rows)
         if everything:
             _aggregates(lines, (("group", group),), everything, "kafka_consumergroup_")
-        for member_labels, parts in owned.items():
+        for owner_labels, parts in owned.items():
             rows = [found[tp] for tp in parts if tp in found]
             if rows:
-                member: MemberLabels = (("group", group), *member_labels)
+                member: MemberLabels = (("group", group), *owner_labels)
                 lines.add(_F["kafka_consumergroup_member_lag"], member, sum(lag for lag, _ in rows))
-                seconds = [s for _, s in rows if s is not None]
-                if seconds:
-                    lines.add(_F["kafka_consumergroup_member_lag_seconds"], member, max(seconds))
+                oldest = _oldest(rows)
+                if oldest is not None:
+                    lines.add_age(_F["kafka_consumergroup_member_lag_seconds"], member, oldest)
         for topic, count in sorted(self._truncations.get(group, {}).items()):
             lines.add(_F["kafka_consumergroup_lag_truncations_total"], (("group", group), ("topic", topic)), count)
+        if self.kafka_exporter:
+            compat.lag_lines(lines, group, exporter_rows, self.per_partition)
         if found:
             self._has_lag.add(group)
         else:
@@ -287,11 +374,16 @@ class LagSeries:
             by_topic[topic] = by_topic.get(topic, 0) + 1
 
 
-def _aggregates(lines: Lines, labels: tuple[tuple[str, str], ...], rows: list[tuple[int, float | None]],
-                prefix: str) -> None:
+def _aggregates(lines: Lines, labels: tuple[tuple[str, str], ...], rows: list[Row], prefix: str) -> None:
     lags = [lag for lag, _ in rows]
     lines.add(_F[f"{prefix}total_lag"], labels, sum(lags))
     lines.add(_F[f"{prefix}max_lag"], labels, max(lags))
-    seconds = [s for _, s in rows if s is not None]
-    if seconds:
-        lines.add(_F[f"{prefix}max_lag_seconds"], labels, max(seconds))
+    oldest = _oldest(rows)
+    if oldest is not None:
+        lines.add_age(_F[f"{prefix}max_lag_seconds"], labels, oldest)
+
+
+def _oldest(rows: list[Row]) -> float | None:
+    """The earliest moment among the rows' (the largest lag in seconds); None when none is known."""
+    moments = [since for _, since in rows if since is not None]
+    return min(moments) if moments else None

@@ -1,8 +1,13 @@
-"""The ``/metrics`` HTTP endpoint: read-only, optionally behind TLS and HTTP basic auth.
+"""The metrics port: ``/metrics`` read-only, optionally behind TLS and HTTP basic auth, and two probes.
 
-Kept apart from the exporter, which only renders: this module decides who may read the text
-and over what. Every request is a read (GET or HEAD; anything else is answered 405), so
-exposing the port never lets a client change the job.
+Kept apart from the exporter, which only stores and renders: this module decides who may read
+the text and over what. Every request is a read (GET or HEAD; anything else is answered 405),
+so exposing the port never lets a client change the job.
+
+``/-/healthy`` and ``/-/ready`` answer from two cheap checks the job passes in (never by
+rendering the exposition, which at 100,000 groups takes seconds): 200 or 503 with a one-line
+reason. Like Prometheus' own endpoints of the same names they need no credentials (a kubelet
+probe carries none) and say nothing but that line.
 
 * TLS (``--metrics-tls-cert``/``--metrics-tls-key``, PEM): each connection's handshake runs in
   that connection's thread, so a client that stalls mid-handshake cannot block the others.
@@ -135,17 +140,33 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
-def metrics_app(render: Callable[[], bytes], auth: BasicAuth | None = None) -> Callable[..., Iterable[bytes]]:
-    """The WSGI application: ``/metrics`` (and ``/``) for GET and HEAD, gzip when asked."""
+Check = Callable[[], tuple[bool, str]]  # (passes, one-line reason)
+PROBES = ("/-/healthy", "/-/ready")
+
+
+def _always() -> tuple[bool, str]:
+    return True, "ok"
+
+
+def metrics_app(render: Callable[[], bytes], auth: BasicAuth | None = None, healthy: Check = _always,
+                ready: Check = _always) -> Callable[..., Iterable[bytes]]:
+    """The WSGI application: ``/metrics`` (and ``/``) for GET and HEAD, gzip when asked; the probes."""
+    probes = dict(zip(PROBES, (healthy, ready), strict=True))
 
     def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+        path = environ.get("PATH_INFO", "/")
+        if path not in ("/", "/metrics", *PROBES):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found: /metrics serves the metrics\n"]
+            return [b"not found: /metrics serves the metrics, /-/healthy and /-/ready the probes\n"]
         method = environ.get("REQUEST_METHOD")
         if method not in ("GET", "HEAD"):
             start_response("405 Method Not Allowed", [("Content-Type", "text/plain"), ("Allow", "GET, HEAD")])
             return [b"read-only endpoint\n"]
+        if path in probes:
+            passes, reason = probes[path]()
+            start_response("200 OK" if passes else "503 Service Unavailable",
+                           [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")])
+            return [b""] if method == "HEAD" else [f"{reason}\n".encode()]
         if auth is not None and not auth.allows(environ.get("HTTP_AUTHORIZATION")):
             challenge = 'Basic realm="rebalance-monitor", charset="UTF-8"'
             start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", challenge)])
@@ -165,7 +186,8 @@ def metrics_app(render: Callable[[], bytes], auth: BasicAuth | None = None) -> C
 
 
 def serve(render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0, *, tls_cert: Path | None = None,
-          tls_key: Path | None = None, basic_auth_file: Path | None = None) -> WSGIServer:
+          tls_key: Path | None = None, basic_auth_file: Path | None = None, healthy: Check = _always,
+          ready: Check = _always) -> WSGIServer:
     """Serve ``render()`` from a daemon thread; the server's ``server_port`` is the bound port.
 
     Files are read here, before the port opens, so a bad one stops the job at start-up.
@@ -177,7 +199,8 @@ def serve(render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0, *, 
     if auth is not None and tls is None and host not in ("127.0.0.1", "::1", "localhost"):
         log.warning("metrics basic auth without TLS: passwords cross the network in clear text; "
                     "add --metrics-tls-cert and --metrics-tls-key")
-    server = make_server(host, port, metrics_app(render, auth), _ThreadingServer, handler_class=_QuietHandler)
+    server = make_server(host, port, metrics_app(render, auth, healthy, ready), _ThreadingServer,
+                         handler_class=_QuietHandler)
     assert isinstance(server, _ThreadingServer)
     server.tls = tls
     threading.Thread(target=server.serve_forever, daemon=True, name="metrics-http").start()
@@ -191,15 +214,17 @@ class MetricsServer:
 
     def __init__(self, render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0, *,
                  tls_cert: Path | None = None, tls_key: Path | None = None,
-                 basic_auth_file: Path | None = None) -> None:
+                 basic_auth_file: Path | None = None, healthy: Check = _always, ready: Check = _always) -> None:
         self._render = render
         self._host, self._port = host, port
-        self._files = {"tls_cert": tls_cert, "tls_key": tls_key, "basic_auth_file": basic_auth_file}
+        self._tls_cert, self._tls_key, self._basic_auth_file = tls_cert, tls_key, basic_auth_file
+        self._healthy, self._ready = healthy, ready
         self._server: WSGIServer | None = None
         self.port: int | None = None  # the bound port once started (so port 0 works)
 
     def start(self) -> None:
-        self._server = serve(self._render, self._host, self._port, **self._files)
+        self._server = serve(self._render, self._host, self._port, tls_cert=self._tls_cert, tls_key=self._tls_key,
+                             basic_auth_file=self._basic_auth_file, healthy=self._healthy, ready=self._ready)
         self.port = self._server.server_port
 
     def stop(self) -> None:

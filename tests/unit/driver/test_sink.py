@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.cluster.metadata import TopicNames
@@ -82,3 +83,25 @@ def test_the_expiry_sweep_forgets_silent_empty_groups_and_records_it(tmp_path: P
     assert "quiet" not in sink.stage.groups and value(sink, "kafka_consumergroup_generation", group="quiet") is None
     restored = StateStore(tmp_path / "state").load(0)
     assert "quiet" not in restored.groups
+
+
+@pytest.mark.parametrize(("publish_restored", "steps_back"), [(False, False), (True, True)])
+def test_a_query_restarted_in_process_never_shows_older_counters(tmp_path: Path, publish_restored: bool,
+                                                                 steps_back: bool) -> None:
+    """Batch 1 is folded and published, then fails before Spark commits it: the restarted query reloads
+    the state of batch 0. Re-publishing that state would step rebalances_total back from 1 to 0 until
+    Spark runs batch 1 again (a counter reset to Prometheus); the restart keeps what was shown."""
+    sink = make_sink(tmp_path)
+    first = batch([generation("g", 1, {"m1": {"t": [0, 1]}})], 0)
+    second = batch([generation("g", 2, {"m1": {"t": [0]}, "m2": {"t": [1]}})], 1)
+    sink.handle(first, 0)
+    sink.handle(second, 1)
+    assert value(sink, "kafka_consumergroup_rebalances_total", group="g") == 1
+    restored = StateStore(tmp_path / "state").load(0)  # Spark committed batch 0 only
+    again = BatchSink(GroupsConfig(), restored, StateStore(tmp_path / "state"), sink.publisher, sink.event_log,
+                      sink.dead_letters, sink.topic_names, publish_restored=publish_restored)
+    shown = value(again, "kafka_consumergroup_rebalances_total", group="g")
+    assert (shown == 0) is steps_back and shown in (0, 1)
+    again.handle(second, 1)  # Spark runs the failed batch again
+    assert value(again, "kafka_consumergroup_rebalances_total", group="g") == 1
+    assert len(again.event_log.read()) == 1  # the re-run replaced its own first attempt

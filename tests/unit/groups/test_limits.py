@@ -77,8 +77,8 @@ def test_members_beyond_the_limit_leave_the_member_series_but_are_still_counted(
     publisher.instruments.count_limits(stage.take_limit_hits(), stage.groups_dropped,
                                        sum(stage.members_dropped.values()))
     samples = scrape(publisher.exporter)
-    assert {labels["member"] for labels, _ in samples["kafka_consumergroup_member_assigned_partitions"]
-            if labels["group"] == "big"} == {"m1", "m2"}
+    assert {labels["client_id"] for labels, _ in samples["kafka_consumergroup_member_assigned_partitions"]
+            if labels["group"] == "big"} == {"client-m1", "client-m2"}
     assert ({"cluster": "test", "group": "big"}, 4.0) in samples["kafka_consumergroup_current_members"]
     assert samples["rebalance_monitor_members_dropped"] == [({"cluster": "test"}, 2.0)]
     assert samples["rebalance_monitor_groups_dropped"] == [({"cluster": "test"}, 0.0)]

@@ -19,8 +19,9 @@ from kafka import KafkaProducer, TopicPartition
 from kafka import errors as Errors
 
 from decoders.reader import uuid_text
+from streaming.lag.history import LogEndRing, appended_at
 from streaming.lag.poller import ERROR_REASONS, OFFSETS_TOPIC, LogEndPoller, error_reason
-from streaming.lag.tracker import LagTracker, LogEndRing, RecordTime, appended_at
+from streaming.lag.tracker import LagTracker, RecordTime
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, wait_until
 from tests.support.lag_helpers import describe_group, produce, record_timestamp
@@ -271,6 +272,9 @@ class RacyAdmin:
         if any(topic == "gone" for topic, _ in asked):
             raise Errors.UnknownTopicOrPartitionError("ListOffsetsRequest failed")
         return {tp: type("Answer", (), {"offset": 7})() for tp in specs}
+
+    def describe_configs(self, resources, config_filter=None):
+        return {"topic": {r.name: {"message.timestamp.type": {"value": "CreateTime"}} for r in resources}}
 
     def close(self):
         pass

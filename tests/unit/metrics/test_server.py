@@ -162,3 +162,32 @@ def test_job_options_take_the_tls_files_as_a_pair(pki: ThrowawayPki) -> None:
     options = parse_args(["--bootstrap-server", "b:9092", "--metrics-tls-cert", str(pki.cert_pem),
                           "--metrics-tls-key", str(pki.key_pem), "--metrics-basic-auth-file", "/etc/users"])
     assert (options.metrics.tls_key, options.metrics.basic_auth_file) == (pki.key_pem, Path("/etc/users"))
+
+
+def test_probes_answer_without_credentials_and_without_rendering(pki: ThrowawayPki, users_file: Path) -> None:
+    renders: list[int] = []
+    state = {"ready": (False, "catching up: 812 records behind the offsets topic")}
+
+    def render() -> bytes:
+        renders.append(1)
+        return BODY
+
+    server = metrics_server.serve(render, "127.0.0.1", 0, tls_cert=pki.cert_pem, tls_key=pki.key_pem,
+                                  basic_auth_file=users_file, healthy=lambda: (True, "ok"),
+                                  ready=lambda: state["ready"])
+    base = f"https://127.0.0.1:{server.server_port}"
+    try:
+        assert request(f"{base}/-/healthy", pki)[::2] == (200, b"ok\n")
+        status, headers, body = request(f"{base}/-/ready", pki)
+        assert (status, body) == (503, b"catching up: 812 records behind the offsets topic\n")
+        assert headers["Cache-Control"] == "no-store"
+        state["ready"] = (True, "caught up")
+        assert request(f"{base}/-/ready", pki)[::2] == (200, b"caught up\n")
+        assert request(f"{base}/-/ready", pki, method="HEAD")[::2] == (200, b"")
+        assert request(f"{base}/-/ready", pki, method="POST")[0] == 405
+        assert request(f"{base}/metrics", pki)[0] == 401  # the metrics themselves still need credentials
+        assert request(f"{base}/-/other", pki)[0] == 404
+        assert renders == []
+    finally:
+        server.shutdown()
+        server.server_close()

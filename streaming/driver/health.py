@@ -1,0 +1,112 @@
+"""Is the job alive, and has it caught up? What ``/-/healthy`` and ``/-/ready`` answer.
+
+Healthy: the driver answers (this code runs), the HTTP server answers (the probe reached it),
+and the streaming query is active in Spark's JVM or a restart after a failure is pending (the
+job retries for ``--query-retry-seconds`` before it exits; killing the pod meanwhile would only
+replay the checkpoint again).
+
+Ready: since the query last started (or restarted), the job has caught up with the offsets topic
+once: a trigger found no new data, or a batch ended at most ``max_behind`` records short of
+log ends sampled after that start. Until then ``/metrics`` serves the state restored from the
+checkpoint, which can be hours old. Once ready the job stays ready until the query fails: a
+job falling behind under load is slow, not unready, and readiness that flaps under load would
+take the pod out of its Service exactly when its numbers matter.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from streaming.lag.tracker import LagTracker
+from streaming.protocol import TopicPartition
+
+# A batch ending this many records short of the source's log ends still counts as caught up:
+# records keep arriving while a batch runs.
+DEFAULT_MAX_BEHIND = 10_000
+
+
+class Health:
+    """The two probes' answers (see the module docstring); fed by the query runner, the supervisor
+    and the progress listener, read by the HTTP server's threads."""
+
+    def __init__(self, tracker: LagTracker, query_active: Callable[[], bool],
+                 max_behind: int = DEFAULT_MAX_BEHIND, clock: Callable[[], float] = time.time) -> None:
+        self._tracker = tracker
+        self._query_active = query_active
+        self._max_behind = max_behind
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._started: float | None = None
+        self._ready = False
+        self._reason = "restoring state from the checkpoint"
+        self._restart_in: float | None = None  # seconds until a pending restart, as the supervisor said
+        self._processed: dict[TopicPartition, int] = {}
+
+    # -- what happens to the query (runner, supervisor) ------------------------------------
+
+    def query_started(self) -> None:
+        with self._lock:
+            self._started, self._ready, self._restart_in = self._clock(), False, None
+            self._processed = {}
+            self._reason = "waiting for the first batch since the query started"
+
+    def query_failed(self, restart_in: float | None) -> None:
+        """The query failed; ``restart_in`` seconds until it is started again (None: the job gives up)."""
+        with self._lock:
+            self._ready, self._restart_in = False, restart_in
+            self._reason = ("streaming query failed; restarting it from the checkpoint" if restart_in is not None
+                            else "streaming query failed; the job is exiting")
+
+    # -- progress (the listener, the lag refresh) -------------------------------------------
+
+    def observe_idle(self) -> None:
+        """A trigger found no new data: caught up with everything the source saw."""
+        with self._lock:
+            if self._started is not None and self._restart_in is None:
+                self._ready, self._reason = True, "caught up"
+
+    def observe_batch(self, processed: Mapping[TopicPartition, int]) -> None:
+        with self._lock:
+            self._processed.update(processed)
+        self.refresh()
+
+    def refresh(self, now: float | None = None) -> None:
+        """Re-check catch-up against the newest log-end samples (after batches and poll rounds)."""
+        with self._lock:
+            if self._ready or self._started is None or not self._processed or self._restart_in is not None:
+                return
+            behind, unknown = 0, 0
+            sampled_at = self._tracker.sampled_at()
+            for (topic, partition), offset in self._processed.items():
+                found = self._tracker.lag_uncommitted(topic, partition)
+                sampled = sampled_at.get((topic, partition))
+                if found is None or sampled is None or sampled < self._started:
+                    unknown += 1
+                else:
+                    behind += max(0, found.log_end - offset)
+            if unknown:
+                self._reason = (f"catching up: {unknown} offsets-topic partition(s) without a log-end sample "
+                                "since the query started")
+            elif behind > self._max_behind:
+                self._reason = f"catching up: {behind} records behind the offsets topic"
+            else:
+                self._ready, self._reason = True, "caught up"
+
+    # -- the probes ---------------------------------------------------------------------------
+
+    def healthy(self) -> tuple[bool, str]:
+        with self._lock:
+            restart_in = self._restart_in
+        if restart_in is not None:
+            return True, f"streaming query restarting in {restart_in:.0f}s"
+        try:
+            active = self._query_active()
+        except Exception as exc:  # the JVM is gone or does not answer
+            return False, f"Spark's JVM does not answer: {type(exc).__name__}"
+        return (True, "ok") if active else (False, "streaming query is not running")
+
+    def ready(self) -> tuple[bool, str]:
+        with self._lock:
+            return self._ready, self._reason
