@@ -238,7 +238,9 @@ class Admin:
 
     def produce(self, topic: str, count: int, partition: int | None = None) -> None:
         if self._producer is None:
-            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
+            # Tests delete topics this producer wrote to: its metadata refreshes must not re-create them.
+            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5,
+                                           allow_auto_create_topics=False)
         for i in range(count):
             self._producer.send(topic, value=f"m{i}".encode(), partition=partition)
         self._producer.flush()

@@ -42,6 +42,9 @@ class RecordTimestamps:
             "group_id": None,
             "enable_auto_commit": False,
             "isolation_level": "read_committed",
+            # A deleted topic must stay deleted: never re-created by our metadata requests on a cluster
+            # with auto.create.topics.enable.
+            "allow_auto_create_topics": False,
             # The broker still returns a whole first batch when it is larger (KIP-74).
             "max_partition_fetch_bytes": partition_fetch_bytes,
             "fetch_max_wait_ms": 100,
