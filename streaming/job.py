@@ -72,7 +72,8 @@ class Monitor:
         self.poller = LogEndPoller(options.kafka.bootstrap_servers, self.tracker,
                                    interval_s=options.lag.poll_seconds, client_config=client_config)
         if options.lag.max_age_seconds > 0:
-            self.publisher.lag.refresh_on_scrape(self.poller.fetch_log_ends, options.lag.max_age_seconds)
+            self.publisher.lag.refresh_on_scrape(self.poller.fetch_log_ends, options.lag.max_age_seconds,
+                                                 self.poller.fetch_committed)
             self.exporter.add_before_render(self.publisher.lag.freshen)
         self.metadata = TopicMetadata(options.kafka.bootstrap_servers, client_config)
         self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records)

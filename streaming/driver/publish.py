@@ -57,7 +57,8 @@ class Publisher:
         lines = group_lines(self.cluster, summary, committed, offsets.commits_total if offsets else 0,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
-        self.lag.update(group, committed, member_partitions(summary, assignments, self.member_mode))
+        self.lag.update(group, committed, member_partitions(summary, assignments, self.member_mode),
+                        offsets.last_commit_ms / 1000 if offsets else 0.0)
         if self.advisor is not None:
             self.advisor.offer(summary, assignments)
 

@@ -211,6 +211,22 @@ class LogEndPoller:
             self.tracker.record_round(sampled_at if fetched else 0.0, errors)
             return fetched
 
+    def fetch_committed(self, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+        """The groups' committed offsets now (OffsetFetch: one request per coordinator for all of them, on the
+        caller's thread and the quick client); nothing when it fails (counted by reason)."""
+        with self._quick_lock:
+            try:
+                answer = self._quick_admin.get().list_group_offsets(dict.fromkeys(groups))
+            except Exception as exc:  # a group- or partition-level error fails the whole call
+                reason = error_reason(exc)
+                self.tracker.record_round(0.0, {reason: 1})
+                log.warning("OffsetFetch of %d group(s) failed (%s): %s", len(groups), reason, exc)
+                if reason in ("timeout", "connection"):
+                    self._quick_admin.close()
+                return {}
+        return {group: {(tp.topic, tp.partition): int(meta.offset) for tp, meta in offsets.items() if meta.offset >= 0}
+                for group, offsets in answer.items()}
+
     def _poll_offsets_topic(self, leaders: Mapping[TopicPartition, int], sampled_at: float,
                             errors: Counter[str]) -> bool:
         offsets_topic = {tp: leader for tp, leader in leaders.items() if tp[0] == OFFSETS_TOPIC}

@@ -26,11 +26,16 @@ from streaming.protocol import GroupSummary, TopicPartition
 log = logging.getLogger(__name__)
 
 G, C = "gauge", "counter"
-# When fetching log ends and re-rendering for a scrape take longer than SCRAPE_BUDGET_S (a cluster
-# too large to re-render per scrape), scrapes stop asking for SCRAPE_BACKOFF_S and lag follows the
-# poll interval instead.
-SCRAPE_BUDGET_S = 1.0
-SCRAPE_BACKOFF_S = 300.0
+# When fetching log ends and re-rendering for a scrape take longer than SCRAPE_BUDGET_S several
+# scrapes in a row (a cluster too large to re-render per scrape, not one busy moment), scrapes stop
+# asking for SCRAPE_BACKOFF_S and lag follows the poll interval instead.
+SCRAPE_BUDGET_S = 2.0
+SCRAPE_OVER_BUDGET = 3
+SCRAPE_BACKOFF_S = 120.0
+# Groups whose last commit the job saw this recently are the ones whose committed offsets a scrape
+# also fetches (OffsetFetch, one request per coordinator for all of them): the job learns commits a
+# trigger and a batch late, so a group committing as it consumes would read high by that much.
+ACTIVE_WINDOW_S = 120.0
 Row = tuple[int, float | None]  # a partition's lag in records and when its next record was written
 
 LAG_FAMILIES = (
@@ -128,14 +133,22 @@ class LagSeries:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fetch_log_ends: Callable[[], bool] | None = None
+        self._fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None
+        self._last_commit: dict[str, float] = {}  # group -> when the job last saw it commit (epoch s)
+        self._fresh: dict[str, dict[TopicPartition, int]] = {}  # committed offsets a scrape fetched
         self._max_age_s = 0.0
         self._freshen_lock = threading.Lock()
         self._skip_until = 0.0
+        self._over_budget = 0  # freshens in a row that took longer than SCRAPE_BUDGET_S
+        self._overtaken_since_fetch = False  # a render left a partition out for want of a newer sample
 
-    def refresh_on_scrape(self, fetch_log_ends: Callable[[], bool], max_age_s: float) -> None:
+    def refresh_on_scrape(self, fetch_log_ends: Callable[[], bool], max_age_s: float,
+                          fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None
+                          ) -> None:
         """Before each scrape, log ends older than ``max_age_s`` are fetched (``fetch_log_ends()``, on the
-        scrape's thread) and the lag series re-rendered (see :meth:`freshen`)."""
-        self._fetch_log_ends, self._max_age_s = fetch_log_ends, max_age_s
+        scrape's thread), with the committed offsets of the groups that committed lately
+        (``fetch_committed(groups)``), and the lag series re-rendered (see :meth:`freshen`)."""
+        self._fetch_log_ends, self._max_age_s, self._fetch_committed = fetch_log_ends, max_age_s, fetch_committed
 
     def freshen(self) -> None:
         """Make the lag a scrape shows as fresh as Kafka's own tool: its log ends at most ``max_age_s`` old."""
@@ -143,16 +156,41 @@ class LagSeries:
             return
         with self._freshen_lock:  # concurrent scrapes share one round
             last = self.lag.last_round_at()
-            if last is not None and time.time() - last <= self._max_age_s:
+            if last is not None and time.time() - last <= self._max_age_s and not self._overtaken_since_fetch:
                 return
             started = time.monotonic()
-            if self._fetch_log_ends():
+            self._overtaken_since_fetch = False
+            fetched = self._fetch_log_ends()
+            if self._fetch_committed is not None:
+                fetched = self._fetch_active_commits() or fetched
+            if fetched:
                 self.refresh()
             cost = time.monotonic() - started
-            if cost > SCRAPE_BUDGET_S:
-                self._skip_until = time.time() + SCRAPE_BACKOFF_S
-                log.warning("fresh log ends for a scrape took %.1fs; scrapes use the poll interval's samples "
-                            "for the next %.0fs", cost, SCRAPE_BACKOFF_S)
+            self._over_budget = self._over_budget + 1 if cost > SCRAPE_BUDGET_S else 0
+            if self._over_budget >= SCRAPE_OVER_BUDGET:
+                self._skip_until, self._over_budget = time.time() + SCRAPE_BACKOFF_S, 0
+                log.warning("fresh log ends for a scrape took %.1fs %d times in a row; scrapes use the poll "
+                            "interval's samples for the next %.0fs", cost, SCRAPE_OVER_BUDGET, SCRAPE_BACKOFF_S)
+
+    def _fetch_active_commits(self) -> bool:
+        """Committed offsets of the groups that committed within ACTIVE_WINDOW_S, fetched now."""
+        assert self._fetch_committed is not None
+        since = time.time() - ACTIVE_WINDOW_S
+        with self._lock:
+            active = sorted(g for g, at in self._last_commit.items() if at >= since and g in self._offsets)
+        found = self._fetch_committed(active) if active else {}
+        with self._lock:
+            self._fresh = {g: {tp: o for tp, o in offsets.items() if tp in self._offsets.get(g, {})}
+                           for g, offsets in found.items() if g in self._offsets}
+            self._wanted_dirty = True
+        return bool(found)
+
+    def _committed(self, group: str) -> dict[TopicPartition, int]:
+        """What the group's lag is computed from: the job's committed offsets, newer ones a scrape fetched
+        in their place (the offsets topic remains the source of which partitions the group has)."""
+        committed = self._offsets[group]
+        fresh = self._fresh.get(group)
+        return {**committed, **fresh} if fresh else committed
 
     # -- the batch thread -----------------------------------------------------------
 
@@ -161,7 +199,7 @@ class LagSeries:
         self._on_refresh.append(callback)
 
     def update(self, group: str, committed: Mapping[TopicPartition, int],
-               owned: Mapping[MemberLabels, list[TopicPartition]]) -> None:
+               owned: Mapping[MemberLabels, list[TopicPartition]], last_commit_s: float = 0.0) -> None:
         """A group changed: keep what its lag is computed over and render its lag series."""
         committed, owned = dict(committed), dict(owned)
         with self._lock:
@@ -169,12 +207,17 @@ class LagSeries:
                 self._wanted_dirty = True
             self._offsets[group] = committed
             self._owned[group] = owned
+            self._last_commit[group] = last_commit_s
+            fresh = self._fresh.get(group)
+            if fresh:  # a fetched offset the job has now seen committed (or passed) is not needed any more
+                self._fresh[group] = {tp: o for tp, o in fresh.items() if o > committed.get(tp, o)}
             self._render(group)
 
     def remove(self, group: str) -> None:
         """Forget a deleted or expired group."""
         with self._lock:
-            for state in (self._offsets, self._owned, self._truncated, self._truncations):
+            for state in (self._offsets, self._owned, self._truncated, self._truncations, self._last_commit,
+                          self._fresh):
                 state.pop(group, None)
             self._has_lag.discard(group)
             self._wanted_dirty = True
@@ -200,7 +243,7 @@ class LagSeries:
         with self._lock:
             wanted = None
             if self._wanted_dirty:
-                committed = {(t, p, o) for offsets in self._offsets.values() for (t, p), o in offsets.items()}
+                committed = {(t, p, o) for group in self._offsets for (t, p), o in self._committed(group).items()}
                 uncommitted = {tp for group, owned in self._owned.items() for parts in owned.values() for tp in parts
                                if tp not in self._offsets.get(group, {})}
                 wanted = committed, uncommitted
@@ -288,7 +331,7 @@ class LagSeries:
 
     def _render(self, group: str) -> None:
         lines = Lines(self.cluster)
-        self._lag_lines(lines, group, self._offsets[group])
+        self._lag_lines(lines, group, self._committed(group))
         self.exporter.put(group, lines, self._names)
 
     def _sampled_offsets(self, partitions: set[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
@@ -320,6 +363,7 @@ class LagSeries:
                 self._count_truncation(group, topic, ((topic, partition), offset))
             elif overtaken:
                 self.overtaken += 1
+                self._overtaken_since_fetch = True
                 continue
             row = found[(topic, partition)] = (max(0, lag.lag), lag.since)
             per_topic.setdefault(topic, []).append(row)

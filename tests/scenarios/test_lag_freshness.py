@@ -11,7 +11,10 @@ poll interval and scrape-time refresh. Each round scrapes /metrics, runs
   fetched first);
 * its lag in seconds is within 3 s of the true age, at scrape time, of the record at its committed
   offset (read independently);
-* the group keeping up never reads lag 0 while Kafka's tool says it is behind.
+* the group keeping up reads what Kafka's tool reads, give or take the one commit (a second, 100
+  records) that can fall between the tool's read and our scrape: a scrape also fetches the committed
+  offsets of groups that commit, which the job otherwise learns a trigger and a batch late; and it
+  never reads lag 0 while Kafka's tool says it is behind.
 
 The figures are printed (docs/benchmarks.md quotes them beside kminion's and klag-exporter's).
 """
@@ -36,6 +39,7 @@ RATE = 100
 ROUNDS = 8
 MAX_OFFSET_GAP = 50
 MAX_SECONDS_GAP = 3.0
+MAX_STEADY_GAP = RATE + 20  # the consumer commits every second: one commit can land between the two reads
 
 
 def _producer(bootstrap: str, topic: str) -> subprocess.Popen[bytes]:
@@ -109,6 +113,8 @@ def test_lag_as_fresh_as_kafkas_tool_under_load(spark, kafka_broker, admin: Admi
         assert max(offset_gaps) <= MAX_OFFSET_GAP, offset_gaps
         assert max(seconds_gaps) <= MAX_SECONDS_GAP, seconds_gaps
         assert all(ours is not None and (ours > 0 or theirs == 0) for theirs, ours in steady_pairs), steady_pairs
+        steady_gaps = sorted(abs(ours - theirs) for theirs, ours in steady_pairs)
+        assert steady_gaps[-1] <= MAX_STEADY_GAP and steady_gaps[ROUNDS // 2] <= 50, steady_pairs
     finally:
         producer.kill()
         producer.wait(10)
