@@ -100,6 +100,9 @@ def test_every_exported_lag_equals_kafkas_tool(kafka_broker, admin: Admin, monit
         admin.produce(names["idle"], 8, partition=partition)
     admin.produce(names["fresh"], 4, partition=0)
     _transactions(bootstrap, names["txn"], f"lage2e-{unique}")
+    # Parked after the committed transaction: only the aborted one (and its marker) is left to read.
+    parked = f"lage2e-parked-{unique}"
+    admin.commit(parked, {(names["txn"], 0): 4})
     # The group with no members: a committer that never joined, one partition behind.
     admin.commit(names["idle"], {(names["idle"], 0): 5, (names["idle"], 1): 8})
     # Offsets on a topic that is then deleted (Kafka drops them) and re-created with one partition.
@@ -122,7 +125,7 @@ def test_every_exported_lag_equals_kafkas_tool(kafka_broker, admin: Admin, monit
     never_committing.append(fresh)
     assert fresh.stdout is not None and fresh.stdout.readline().strip() == "assigned"
 
-    groups = list(names.values())
+    groups = [*names.values(), parked]
     tool = describe_groups(bootstrap, groups)
 
     def settled() -> bool:
@@ -146,9 +149,14 @@ def test_every_exported_lag_equals_kafkas_tool(kafka_broker, admin: Admin, monit
     assert tool[names["txn"]] == {(names["txn"], 0): ("8", "8", "0")}  # six records, two markers
     assert tool[names["fresh"]] == {(names["fresh"], 0): ("-", "4", "-"), (names["fresh"], 1): ("-", "0", "-")}
     assert tool[names["recreated"]] == {(names["recreated"], 0): ("1", "3", "2")}
+    assert tool[parked] == {(names["txn"], 0): ("4", "8", "4")}  # the tool counts aborted records as lag
     samples = scrape(monitor)
     assert value(samples, "kafka_consumergroup_total_lag", group=names["idle"]) == 3
     assert value(samples, "kafka_consumergroup_current_members", group=names["idle"]) in (None, 0)
+    # ... but a read_committed consumer parked there has nothing to read: no lag in seconds, however
+    # long it stays (the lookup reads read_committed: the aborted records are skipped).
+    wait_for(monitor, lambda s: value(s, "kafka_consumergroup_partition_lag_seconds", group=parked,
+                                      method="timestamp") == 0, "the parked group's time lag", timeout=30)
 
 
 def test_time_lag_is_the_age_of_the_next_record_even_hours_back(kafka_broker, admin: Admin, monitor, unique):
