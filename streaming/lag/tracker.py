@@ -329,7 +329,7 @@ class LagTracker:
         by_record = self._append_time is None or self._append_time.search(tp[0]) is None
         if known is not None and known.timestamp_ms is not None and by_record:
             return known.timestamp_ms / 1000, "timestamp"
-        if known is not None and known.log_end == offsets.log_end:
+        if known is not None and known.timestamp_ms is None and known.log_end == offsets.log_end:
             return math.inf, "timestamp"  # only transaction markers (or aborted records) left to read
         ring = self._history.get(tp)
         samples = ring.samples() if ring is not None else []

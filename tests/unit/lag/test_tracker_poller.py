@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import KafkaProducer, TopicPartition
 from kafka import errors as Errors
+from kafka.admin import NewTopic
 
 from decoders.reader import uuid_text
 from streaming.lag.history import LogEndRing, appended_at
@@ -388,6 +389,33 @@ def test_new_commits_are_looked_up_between_rounds(kafka_broker, admin, unique):
         assert tracker.lag(topic, 0, 2).seconds == pytest.approx(time.time() - an_hour_ago / 1000 - 120, abs=1.0)
     finally:
         poller.stop()
+
+
+@pytest.mark.broker
+def test_topics_measured_by_append_time_and_the_timestamp_type_read_from_the_topic(kafka_broker, admin, unique):
+    """Records stamped two hours back by their producer (CreateTime, as MirrorMaker 2 writes them): by
+    their own timestamp the group is two hours behind; measured by append time, seconds."""
+    topic, stamped = f"lag-append-{unique}", f"lag-logappend-{unique}"
+    admin.create_topic(topic, 1)
+    admin.client.create_topics([NewTopic(stamped, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})])
+    wanted = [(topic, 0, 1), (stamped, 0, 0)]
+    by_record = LogEndPoller(kafka_broker.bootstrap, LagTracker(interval_s=10))
+    by_append = LogEndPoller(kafka_broker.bootstrap, LagTracker(interval_s=10, append_time_topics=f"^{topic}$"))
+    try:
+        for poller in (by_record, by_append):
+            poller.tracker.set_wanted(wanted)
+            poller.poll_once()  # the log end before the records: where their append time starts
+        two_hours_ago = int(time.time() * 1000) - 7_200_000
+        produce(kafka_broker.bootstrap, topic, 0, [two_hours_ago] * 3)
+        for poller in (by_record, by_append):
+            poller.poll_once()
+        record, append = by_record.tracker.lag(topic, 0, 1), by_append.tracker.lag(topic, 0, 1)
+        assert record.seconds_method == "timestamp" and record.seconds == pytest.approx(7200, abs=60)
+        assert append.seconds_method == "interpolated" and append.seconds < 60
+        assert by_record.tracker.timestamp_types() == {topic: "CreateTime", stamped: "LogAppendTime"}
+    finally:
+        by_record.stop()
+        by_append.stop()
 
 
 @pytest.mark.broker
