@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from decoders.reader import ReadError, read_int16, read_layout
+from decoders.compiled import read_layout
+from decoders.reader import ReadError, read_int16
 from decoders.records import Struct
 from decoders.schemas import (
     ASSIGNMENT_LAYOUTS,
@@ -30,7 +31,9 @@ def _versioned(data: bytes, layouts: dict[int, Layout]) -> dict[str, Any]:
     if version < 0:
         raise ReadError("malformed", f"negative version {version}")
     body, _ = read_layout(data, 2, layouts[min(version, CONSUMER_PROTOCOL_MAX_VERSION)])
-    return {"version": version, **body}
+    fields = {"version": version}
+    fields.update(body._fields)
+    return fields
 
 
 def _sticky_user_data(user_data: bytes) -> Struct | None:
@@ -60,11 +63,11 @@ def decode_subscription(data: bytes, protocol: str | None) -> Struct:
                 pass  # unreadable user data is ignored, as the assignor itself does
             else:
                 fields["cooperativeStickyGeneration"] = body["generation"]
-    return Struct(fields)
+    return Struct.wrap(fields)
 
 
 def decode_assignment(data: bytes) -> Struct:
-    return Struct(_versioned(data, ASSIGNMENT_LAYOUTS))
+    return Struct.wrap(_versioned(data, ASSIGNMENT_LAYOUTS))
 
 
 def with_decoded_members(value: Struct) -> Struct:
@@ -79,7 +82,8 @@ def with_decoded_members(value: Struct) -> Struct:
     protocol = value["protocol"]
     members = []
     for member in value["members"]:
-        decoded: dict[str, Struct | None] = {"decodedSubscription": None, "decodedAssignment": None}
+        decoded: dict[str, Any] = dict(member._fields)
+        decoded["decodedSubscription"] = decoded["decodedAssignment"] = None
         errors = []
         if is_consumer:
             for name in ("subscription", "assignment"):
@@ -93,5 +97,8 @@ def with_decoded_members(value: Struct) -> Struct:
                     errors.append(f"{name}: {exc}")
                 else:
                     decoded["decoded" + name.capitalize()] = decoded_payload
-        members.append(Struct(member, **decoded, payloadError="; ".join(errors) or None))
-    return Struct(value, members=tuple(members))
+        decoded["payloadError"] = "; ".join(errors) or None
+        members.append(Struct.wrap(decoded))
+    fields = dict(value._fields)
+    fields["members"] = tuple(members)
+    return Struct.wrap(fields)

@@ -8,8 +8,9 @@ when the key was readable), so a caller can always route, count and keep bad rec
 
 from __future__ import annotations
 
+from decoders.compiled import read_layout
 from decoders.consumer_protocol import with_decoded_members
-from decoders.reader import ReadError, read_int16, read_layout
+from decoders.reader import ReadError, read_int16
 from decoders.records import GROUP_METADATA_TYPE, DecodeError, Record, Struct
 from decoders.schemas import KEY_LAYOUTS, VALUE_LAYOUTS
 

@@ -71,6 +71,13 @@ class Struct(Mapping[str, Any]):
         merged.update(kwargs)
         object.__setattr__(self, "_fields", merged)
 
+    @classmethod
+    def wrap(cls, fields: dict[str, Any]) -> Struct:
+        """A Struct over ``fields`` itself, not a copy (for a dict its maker hands over)."""
+        made = object.__new__(cls)
+        object.__setattr__(made, "_fields", fields)
+        return made
+
     def __getitem__(self, name: str) -> Any:
         return self._fields[name]
 
