@@ -43,7 +43,9 @@ class OutputKind(IntEnum):
     """The latest offset commit (``offset`` null: an offset tombstone) of one group/topic/partition
     in one task; ``count`` = commits (tombstones excluded) it stands for."""
     GROUP_RECORD = 1
-    """A classic group-metadata or KIP-848 consumer-group record, raw, for the driver to decode and fold."""
+    """A classic group-metadata or KIP-848 consumer-group record, ``decoded`` (see
+    :func:`streaming.decode.folding.fold_json`) for the driver to fold as it is (``raw_key`` and
+    ``raw_value`` are null: state deltas written before this version carry them instead)."""
     DEAD_LETTER = 2
     """An undecodable record's bytes and reason (a bounded sample per task)."""
     RECORD_COUNT = 3
@@ -67,6 +69,7 @@ STAGE_SCHEMA = pa.schema([
     ("error", pa.string()),
     ("raw_key", pa.binary()),
     ("raw_value", pa.binary()),
+    ("decoded", pa.string()),
 ])
 """What the decode stage (executors) hands the driver. Offset commits arrive reduced inside
 each task (at most one COMMIT row per group/topic/partition and stretch between two of the

@@ -5,7 +5,7 @@ reduced to the latest commit per group/topic/partition between two of that group
 inside the task, so their volume ends here while each group record still sees the commits
 written before it. Every other record is checked here: a vectorised triage settles most bad ones, the rest
 are decoded one by one, so only valid records are counted and only group records whose value
-decodes are handed to the driver (raw, routed by group), which decodes them again to fold them.
+decodes are handed to the driver, decoded in full (in parallel tasks, once), ready to fold.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from decoders import DecodeError, decode
 from decoders.batch import decode_batch, record_types, triage
 from decoders.records import GROUP_STATE_TYPES, OFFSET_COMMIT_TYPES
+from streaming.decode.folding import fold_json
 from streaming.protocol import STAGE_SCHEMA, OutputKind
 
 _COMMIT_TYPES = np.array(sorted(OFFSET_COMMIT_TYPES), np.int16)
@@ -151,28 +152,39 @@ class TaskDecoder:
 
     def _other_rows(self, keys: pa.Array, values: pa.Array, kafka_partition: pa.Array, kafka_offset: pa.Array,
                     times: pa.Array, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
-        """Decode every non-commit record in full here; group records then travel raw to be folded.
+        """Decode every non-commit record here, group records in full for the driver's fold.
 
         The vectorised triage settles what a key, a value's version or its leading fields make
-        undecodable, so only rows whose value gets past those are decoded one by one, without
-        members' consumer-protocol payloads (which never make a record bad). Group records among
-        them are decoded again, in full, on the driver to be folded: that repeats the layout read
-        of valid ones only (rare beside commits; ~60 us for a two-member group against ~570 us
-        in full), and the driver never meets a bad value.
+        undecodable, so only rows whose value gets past those are decoded one by one: other
+        records without members' consumer-protocol payloads (which never make a record bad), group
+        records in full, handed over as :func:`~streaming.decode.folding.fold_json` instead of their
+        raw bytes. The driver never decodes a group record again, and never meets a bad value.
         """
         taken = pa.array(rows, pa.int64())
         row_keys, row_values = keys.take(taken), values.take(taken)
         checked = triage(row_keys, row_values)
         reasons = checked.reasons(np.arange(rows.size))
         bodies = np.flatnonzero((checked.code == 0) & row_values.is_valid().to_numpy(zero_copy_only=False))
+        folding = np.isin(checked.record_type, _GROUP_STATE_TYPES)
+        decoded: dict[int, str] = {}
         if bodies.size:
             # One conversion per column: reading Arrow scalars row by row costs more than decoding them.
             picked = pa.array(bodies, pa.int64())
             for i, key, value in zip(bodies.tolist(), row_keys.take(picked).to_pylist(),
                                      row_values.take(picked).to_pylist(), strict=True):
-                result = decode(key, value, payloads=False)  # the driver decodes the payloads it folds
+                # Group records are decoded in full, once, here; the rest only checked (payloads skipped).
+                result = decode(key, value, payloads=bool(folding[i]))
                 if isinstance(result, DecodeError):
                     reasons[i] = result.reason
+                elif folding[i]:
+                    decoded[i] = fold_json(result)
+        for i in np.flatnonzero(folding & ~row_values.is_valid().to_numpy(zero_copy_only=False)).tolist():
+            if not reasons[i]:  # a tombstone: its key alone says what it deletes
+                result = decode(row_keys[i].as_py(), None)
+                if isinstance(result, DecodeError):
+                    reasons[i] = result.reason
+                else:
+                    decoded[i] = fold_json(result)
         bad = reasons.astype(bool)
         if bad.any():
             self._errors.update(reasons[bad].tolist())
@@ -195,8 +207,8 @@ class TaskDecoder:
                 "kafka_partition": kafka_partition.take(take),
                 "kafka_offset": kafka_offset.take(take),
                 "record_time_ms": times.take(take),
-                "raw_key": pc.cast(keys.take(take), pa.binary()),
-                "raw_value": pc.cast(values.take(take), pa.binary()),
+                # decoded instead of raw: the driver (and the state's deltas) need nothing else
+                "decoded": pa.array([decoded[i] for i in good[folded].tolist()], pa.string()),
             })
 
     def _dead_letter(self, keys: pa.Array, values: pa.Array, kafka_partition: pa.Array, kafka_offset: pa.Array,

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders import DecodeError, decode
+from streaming.decode.folding import fold_record
 from streaming.groups.config import GroupsConfig
 from streaming.groups.fold import apply_record, drop_expired
 from streaming.groups.model import GroupSnapshot
@@ -178,7 +179,8 @@ class GroupStage:
                 "record_time_ms", "count")), strict=True):
             interleaved.setdefault(row[0], []).append((row[1], row[2], 0, row))
         for row in zip(*(records.column(n).to_pylist() for n in (
-                "group", "kafka_partition", "kafka_offset", "raw_key", "raw_value", "record_time_ms")), strict=True):
+                "group", "kafka_partition", "kafka_offset", "raw_key", "raw_value", "record_time_ms",
+                "decoded")), strict=True):
             interleaved.setdefault(row[0], []).append((row[1], row[2], 1, row))
         for group, items in interleaved.items():
             for _, _, kind, row in sorted(items, key=lambda item: item[:3]):
@@ -190,8 +192,9 @@ class GroupStage:
         self._apply_commits(joined.filter(pc.invert(before)), result)
 
     def _fold(self, result: BatchResult, group: str, kafka_partition: int, kafka_offset: int, key: bytes,
-              value: bytes | None, record_ms: int | None) -> None:
-        record = decode(key, value)
+              value: bytes | None, record_ms: int | None, decoded: str | None) -> None:
+        # The decode stage decoded the record already; deltas written before it did are decoded here.
+        record = fold_record(decoded) if decoded is not None else decode(key, value)
         if isinstance(record, DecodeError):
             result.errors[record.reason] += 1
             result.undecodable[int.from_bytes(key[:2], "big", signed=True)] += 1  # the key was read

@@ -45,7 +45,8 @@ OFFSETS_SCHEMA = pa.schema([
 ])
 DELTA_COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timestamp", "record_time_ms", "count",
                         "kafka_partition", "kafka_offset"]
-DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset"]
+DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset",
+                        "decoded"]
 _ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
 
 
@@ -179,6 +180,8 @@ def _replay(stage: GroupStage, path: Path) -> int:
     """Apply one delta to ``stage`` as the batch did; returns its row count."""
     commits = feather.read_table(path / "commits.arrow")
     records = feather.read_table(path / "records.arrow")
+    if "decoded" not in records.column_names:  # written before the decode stage decoded group records
+        records = records.append_column("decoded", pa.nulls(records.num_rows, pa.string()))
     expired = feather.read_table(path / "expired.arrow").column("group").to_pylist()
     stage.apply(BatchInput(commits, records, STAGE_SCHEMA.empty_table()))
     stage.forget(expired)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from decoders import decode
+from streaming.decode.folding import fold_record
 from streaming.decode.stage import commit_segments, latest_commits, make_decoder
 from streaming.groups.stage import CommittedOffset, GroupStage
 from streaming.protocol import STAGE_SCHEMA, BatchInput, OutputKind
@@ -31,8 +33,9 @@ def test_commits_are_reduced_to_the_latest_per_partition_within_the_task():
     assert counts == {1: 8}
 
 
-def test_group_records_travel_raw_and_bad_records_are_counted_and_kept():
-    """Bad records, group values included, are settled in the task: the driver only folds valid ones."""
+def test_group_records_travel_decoded_and_bad_records_are_counted_and_kept():
+    """Bad records, group values included, are settled in the task: the driver only folds valid ones,
+    decoded there once (their raw bytes stay behind)."""
     records = [generation("g", 1, {"m1": {"t": [0, 1]}}), commit("g", "t", 0, 3),
                (b"\x00\x63garbage", b"x"),               # unknown record type
                (b"\x00\x01\x00", b"\x00\x03"),           # offset-commit key cut short
@@ -43,7 +46,13 @@ def test_group_records_travel_raw_and_bad_records_are_counted_and_kept():
     group_rows = rows(out, OutputKind.GROUP_RECORD)
     assert [(r["group"], r["record_type"], r["kafka_partition"], r["kafka_offset"]) for r in group_rows] == [
         ("g", 2, 7, 100)]
-    assert group_rows[0]["raw_value"] == records[0][1]
+    decoded = fold_record(group_rows[0]["decoded"])
+    original = decode(*records[0])
+    assert (decoded.record_type, decoded.group, decoded.version) == (2, "g", original.version)
+    assert decoded.value["generation"] == 1 and decoded.value["members"][0]["memberId"] == "m1"
+    assert decoded.value["members"][0]["decodedAssignment"]["assignedPartitions"] == [
+        {"topic": "t", "partitions": [0, 1]}]
+    assert group_rows[0]["raw_value"] is None and group_rows[0]["raw_key"] is None
     errors = {r["error"]: r["count"] for r in rows(out, OutputKind.ERROR_COUNT)}
     assert errors == {"unknown_record_type": 1, "truncated_key": 1, "null_key": 1, "truncated_value": 1,
                       "unknown_value_version": 1}
