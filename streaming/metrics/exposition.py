@@ -74,7 +74,10 @@ class Lines:
         self.count += 1
 
     def add(self, family: Family, labels: Iterable[tuple[str, str]], value: float) -> None:
-        label_text = ",".join([f'{k}="{escape(v)}"' for k, v in labels])
+        self.add_text(family, ",".join([f'{k}="{escape(v)}"' for k, v in labels]), value)
+
+    def add_text(self, family: Family, label_text: str, value: float) -> None:
+        """A line whose labels are already text (``k="v",...``, escaped): the hot path of a group's series."""
         lines = self.by_family.get(family.name)
         if lines is None:
             lines = self.by_family[family.name] = []
@@ -113,21 +116,21 @@ class FamilyCache:
     def put(self, group: str, lines: Lines, names: Iterable[str]) -> None:
         """Replace ``group``'s text in the families ``names`` (the ones this rendering covers)."""
         encoded = lines.encoded()
+        series = self._series.get(group, 0)
         for name in names:
             if name in self._ages:
                 ages = lines.ages.get(name)
+                old_ages = self._ages[name].pop(group, ())
+                series += len(ages or ()) - len(old_ages)
                 if ages:
                     self._ages[name][group] = ages
-                else:
-                    self._ages[name].pop(group, None)
                 continue
             text = encoded.get(name)
+            old_text = self._text[name].pop(group, b"")
+            series += len(lines.by_family.get(name, ())) - old_text.count(b"\n")
             if text:
                 self._text[name][group] = text
-            else:
-                self._text[name].pop(group, None)
-        self._series[group] = (sum(t[group].count(b"\n") for t in self._text.values() if group in t)
-                               + sum(len(a[group]) for a in self._ages.values() if group in a))
+        self._series[group] = series
 
     def remove(self, group: str) -> None:
         for texts in self._text.values():

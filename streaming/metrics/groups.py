@@ -103,40 +103,43 @@ def advice_lines(cluster: str, group: str, ratios: Mapping[str, float] | None) -
 
 
 def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int, member_mode: str) -> None:
-    g = (("group", s.group),)
+    g = f'group="{escape(s.group)}"'  # every line's first label, escaped once
+    add = lines.add_text
     if s.generation is not None:
-        lines.add(_F["kafka_consumergroup_generation"], g, s.generation)
-    lines.add(_F["kafka_consumergroup_rebalances_total"], g, s.rebalances_total)
+        add(_F["kafka_consumergroup_generation"], g, s.generation)
+    add(_F["kafka_consumergroup_rebalances_total"], g, s.rebalances_total)
     if s.last_rebalance_ms is not None:
-        lines.add(_F["kafka_consumergroup_last_rebalance_timestamp_seconds"], g, s.last_rebalance_ms / 1000)
-    lines.add(_F["kafka_consumergroup_current_members"], g, s.member_count)
-    lines.add(_F["kafka_consumergroup_info"], (*g, ("group_type", s.group_type), ("protocol_type", s.protocol_type),
-                                              ("protocol", s.protocol), ("leader", s.leader)), 1)
-    lines.add(_F["kafka_consumergroup_state"], (*g, ("state", s.state)), 1)
-    lines.add(_F["kafka_consumergroup_assigned_partitions"], g, s.assigned_partitions)
+        add(_F["kafka_consumergroup_last_rebalance_timestamp_seconds"], g, s.last_rebalance_ms / 1000)
+    add(_F["kafka_consumergroup_current_members"], g, s.member_count)
+    add(_F["kafka_consumergroup_info"], f'{g},group_type="{escape(s.group_type)}",protocol_type='
+        f'"{escape(s.protocol_type)}",protocol="{escape(s.protocol)}",leader="{escape(s.leader)}"', 1)
+    add(_F["kafka_consumergroup_state"], f'{g},state="{escape(s.state)}"', 1)
+    add(_F["kafka_consumergroup_assigned_partitions"], g, s.assigned_partitions)
     assigned: dict[MemberLabels, int] = {}
     for m in s.members:
         key = member_labels(m, member_mode)
         assigned[key] = assigned.get(key, 0) + m.assigned_partitions
     for key, count in assigned.items():
-        lines.add(_F["kafka_consumergroup_member_assigned_partitions"], (*g, *key), count)
+        add(_F["kafka_consumergroup_member_assigned_partitions"],
+            g + "," + ",".join([f'{k}="{escape(v)}"' for k, v in key]), count)
     if s.imbalance_ratio is not None:
-        lines.add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
-    lines.add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)
-    lines.add(_F["kafka_consumergroup_offset_commits_total"], g, commits_total)
-    lines.add(_F["kafka_consumergroup_empty_transitions_total"], g, s.empty_transitions_total)
-    lines.add(_F["kafka_consumergroup_recreations_total"], g, s.recreations_total)
-    lines.add(_F["kafka_consumergroup_generations_advanced_total"], g, s.generations_advanced_total)
+        add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
+    add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)
+    add(_F["kafka_consumergroup_offset_commits_total"], g, commits_total)
+    add(_F["kafka_consumergroup_empty_transitions_total"], g, s.empty_transitions_total)
+    add(_F["kafka_consumergroup_recreations_total"], g, s.recreations_total)
+    add(_F["kafka_consumergroup_generations_advanced_total"], g, s.generations_advanced_total)
     for cause, count in sorted(s.rebalance_causes.items()):
-        lines.add(_F["kafka_consumergroup_rebalance_causes_total"], (*g, ("cause", cause)), count)
+        add(_F["kafka_consumergroup_rebalance_causes_total"], f'{g},cause="{escape(cause)}"', count)
     for how, count in sorted(s.departures.items()):
-        lines.add(_F["kafka_consumergroup_member_departures_total"], (*g, ("how", how)), count)
+        add(_F["kafka_consumergroup_member_departures_total"], f'{g},how="{escape(how)}"', count)
     for churn in s.member_churn:
-        lines.add(_F["kafka_consumergroup_member_churn"],
-                  (*g, ("client_id", churn.client_id), ("client_host", churn.client_host)), churn.joins_and_leaves)
+        add(_F["kafka_consumergroup_member_churn"],
+            f'{g},client_id="{escape(churn.client_id)}",client_host="{escape(churn.client_host)}"',
+            churn.joins_and_leaves)
     if s.rebalance_durations:
-        _histogram(lines, _F["kafka_consumergroup_rebalance_duration_seconds"], g, s.rebalance_durations,
-                   s.rebalance_duration_sum_ms / 1000)
+        _histogram(lines, _F["kafka_consumergroup_rebalance_duration_seconds"], (("group", s.group),),
+                   s.rebalance_durations, s.rebalance_duration_sum_ms / 1000)
 
 
 def _histogram(lines: Lines, family: Family, labels: tuple[tuple[str, str], ...], cumulative: tuple[int, ...],

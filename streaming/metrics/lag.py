@@ -36,6 +36,8 @@ SCRAPE_BACKOFF_S = 120.0
 # also fetches (OffsetFetch, one request per coordinator for all of them): the job learns commits a
 # trigger and a batch late, so a group committing as it consumes would read high by that much.
 ACTIVE_WINDOW_S = 120.0
+# At most this many groups' committed offsets are fetched for a scrape (the most recently committed).
+ACTIVE_GROUPS_MAX = 2_000
 Row = tuple[int, float | None]  # a partition's lag in records and when its next record was written
 
 LAG_FAMILIES = (
@@ -140,6 +142,8 @@ class LagSeries:
         self._freshen_lock = threading.Lock()
         self._skip_until = 0.0
         self._over_budget = 0  # freshens in a row that took longer than SCRAPE_BUDGET_S
+        self._refresh_seconds = 0.0  # how long the last refresh took: what a scrape would wait for
+        self._sampled: set[TopicPartition] = set()  # partitions with a log-end sample, as of the last refresh
         self._overtaken_since_fetch = False  # a render left a partition out for want of a newer sample
 
     def refresh_on_scrape(self, fetch_log_ends: Callable[[], bool], max_age_s: float,
@@ -153,6 +157,8 @@ class LagSeries:
     def freshen(self) -> None:
         """Make the lag a scrape shows as fresh as Kafka's own tool: its log ends at most ``max_age_s`` old."""
         if self._fetch_log_ends is None or self._max_age_s <= 0 or time.time() < self._skip_until:
+            return
+        if self._refresh_seconds > SCRAPE_BUDGET_S:  # re-rendering alone would blow the budget: don't start
             return
         with self._freshen_lock:  # concurrent scrapes share one round
             last = self.lag.last_round_at()
@@ -177,7 +183,8 @@ class LagSeries:
         assert self._fetch_committed is not None
         since = time.time() - ACTIVE_WINDOW_S
         with self._lock:
-            active = sorted(g for g, at in self._last_commit.items() if at >= since and g in self._offsets)
+            recent = [(at, g) for g, at in self._last_commit.items() if at >= since and g in self._offsets]
+        active = [g for _, g in sorted(recent, reverse=True)[:ACTIVE_GROUPS_MAX]]
         found = self._fetch_committed(active) if active else {}
         with self._lock:
             self._fresh = {g: {tp: o for tp, o in offsets.items() if tp in self._offsets.get(g, {})}
@@ -211,7 +218,14 @@ class LagSeries:
             fresh = self._fresh.get(group)
             if fresh:  # a fetched offset the job has now seen committed (or passed) is not needed any more
                 self._fresh[group] = {tp: o for tp, o in fresh.items() if o > committed.get(tp, o)}
-            self._render(group)
+            if group in self._has_lag or self._any_sampled(committed, owned):
+                self._render(group)  # else nothing to show yet: the refresh after its first sample renders it
+
+    def _any_sampled(self, committed: Mapping[TopicPartition, int],
+                     owned: Mapping[MemberLabels, list[TopicPartition]]) -> bool:
+        sampled = self._sampled
+        return any(tp in sampled for tp in committed) or any(tp in sampled for parts in owned.values()
+                                                             for tp in parts)
 
     def remove(self, group: str) -> None:
         """Forget a deleted or expired group."""
@@ -239,6 +253,7 @@ class LagSeries:
 
         Groups none of whose partitions has a sample, and which show no lag now, are skipped.
         """
+        started = time.monotonic()
         now = time.time() if now is None else now
         with self._lock:
             wanted = None
@@ -251,6 +266,7 @@ class LagSeries:
         if wanted is not None:
             self.lag.set_wanted(*wanted)
         sampled = self.lag.sampled_at()
+        self._sampled = set(sampled)
         with self._lock:
             groups = list(self._offsets.items())
         for group, offsets in groups:
@@ -279,6 +295,7 @@ class LagSeries:
                 encoded = topics.encoded()
                 self._compat_topic_text = b"".join(f.header + encoded.get(f.name, b"") for f in compat.TOPIC_FAMILIES)
             self._rendered_at, self._round = now, self.lag.last_round_at()
+        self._refresh_seconds = time.monotonic() - started
         for callback in self._on_refresh:
             callback(now)
 
