@@ -103,7 +103,10 @@ class LogEndPoller:
         self._leader_cache: dict[TopicPartition, int] = {}  # from the last full round, for quick fetches
         # Quick fetches run on the caller's thread (a scrape's) with a client of their own, never waiting
         # behind a full round's record lookups; a short request timeout bounds the scrape.
-        self._quick_admin = LazyClient(admin_factory, {**self._config, "request_timeout_ms": QUICK_TIMEOUT_MS},
+        # Its bootstrap is bounded the same way: a broker that is down must not hold a scrape for the
+        # client's default 30 s.
+        self._quick_admin = LazyClient(admin_factory, {**self._config, "request_timeout_ms": QUICK_TIMEOUT_MS,
+                                                       "bootstrap_timeout_ms": QUICK_TIMEOUT_MS},
                                        "quick log-end client")
         self._quick_lock = threading.Lock()
 
@@ -189,10 +192,11 @@ class LogEndPoller:
                 found[name] = str(value)
         self.tracker.record_timestamp_types(found, time.time())
 
-    def fetch_log_ends(self) -> bool:
+    def fetch_log_ends(self) -> bool | None:
         """A quick fetch, from any thread: log ends only (ListOffsets LATEST, one call per leader known from
         the last full round), log starts kept from the last sample; anything new or moved waits for a full
-        round. True when it fetched something."""
+        round. True when it fetched something; None when the cluster could not be reached (a timeout or a
+        connection failure), which a caller takes as a reason to stop asking for a while."""
         with self._quick_lock:
             errors: Counter[str] = Counter()
             sampled_at = time.time()
@@ -209,6 +213,8 @@ class LogEndPoller:
                 log.warning("quick log-end fetch failed (%s): %s", error_reason(exc), exc)
                 self._quick_admin.close()
             self.tracker.record_round(sampled_at if fetched else 0.0, errors)
+            if not fetched and (errors["timeout"] or errors["connection"]):
+                return None
             return fetched
 
     def fetch_committed(self, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:

@@ -134,7 +134,7 @@ class LagSeries:
         self._round: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._fetch_log_ends: Callable[[], bool] | None = None
+        self._fetch_log_ends: Callable[[], bool | None] | None = None
         self._fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None
         self._last_commit: dict[str, float] = {}  # group -> when the job last saw it commit (epoch s)
         self._fresh: dict[str, dict[TopicPartition, int]] = {}  # committed offsets a scrape fetched
@@ -145,8 +145,9 @@ class LagSeries:
         self._refresh_seconds = 0.0  # how long the last refresh took: what a scrape would wait for
         self._sampled: set[TopicPartition] = set()  # partitions with a log-end sample, as of the last refresh
         self._overtaken_since_fetch = False  # a render left a partition out for want of a newer sample
+        self._unreachable_at: float | None = None  # a scrape's fetch found the cluster unreachable then
 
-    def refresh_on_scrape(self, fetch_log_ends: Callable[[], bool], max_age_s: float,
+    def refresh_on_scrape(self, fetch_log_ends: Callable[[], bool | None], max_age_s: float,
                           fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None
                           ) -> None:
         """Before each scrape, log ends older than ``max_age_s`` are fetched (``fetch_log_ends()``, on the
@@ -160,6 +161,13 @@ class LagSeries:
             return
         if self._refresh_seconds > SCRAPE_BUDGET_S:  # re-rendering alone would blow the budget: don't start
             return
+        if self._unreachable_at is not None:
+            # The cluster was unreachable: every scrape would wait out the quick timeout again. Scrapes
+            # ask afresh once the poller's own round has reached it.
+            last = self.lag.last_round_at()
+            if last is None or last <= self._unreachable_at:
+                return
+            self._unreachable_at = None
         with self._freshen_lock:  # concurrent scrapes share one round
             last = self.lag.last_round_at()
             if last is not None and time.time() - last <= self._max_age_s and not self._overtaken_since_fetch:
@@ -167,6 +175,11 @@ class LagSeries:
             started = time.monotonic()
             self._overtaken_since_fetch = False
             fetched = self._fetch_log_ends()
+            if fetched is None:
+                self._unreachable_at = time.time()
+                log.warning("the cluster did not answer a scrape's log-end fetch; scrapes use the poller's "
+                            "samples until one of its rounds reaches it")
+                return
             if self._fetch_committed is not None:
                 fetched = self._fetch_active_commits() or fetched
             if fetched:

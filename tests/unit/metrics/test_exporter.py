@@ -453,3 +453,25 @@ def test_concurrent_writers_and_scrapes():
     for t in threads:
         t.join(30)
     assert not errors
+
+
+def test_scrapes_stop_fetching_while_the_cluster_is_unreachable():
+    """A scrape whose log-end fetch found the cluster down (None) does not make the next scrapes wait out
+    the quick timeout again: they render the poller's samples until one of its rounds reaches the cluster."""
+    publisher, _ = make_exporter()
+    calls: list[float] = []
+    answers = [None, True]
+
+    def fetch() -> bool | None:
+        calls.append(time.time())
+        return answers[len(calls) - 1]
+
+    publisher.lag.refresh_on_scrape(fetch, max_age_s=0.05)
+    publisher.lag.freshen()  # the samples are from 2023: stale, so it fetches and finds the cluster down
+    publisher.lag.freshen()
+    publisher.lag.freshen()
+    assert len(calls) == 1
+    publisher.lag.lag.record_round(time.time(), {})  # the poller's round reached the cluster
+    time.sleep(0.1)  # and its sample is older than max_age_s again
+    publisher.lag.freshen()
+    assert len(calls) == 2
