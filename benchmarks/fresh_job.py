@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from testbed.broker import free_port
 
 
-def _children(pid: int) -> list[int]:
+def child_pids(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             return [int(c) for c in f.read().split()]
@@ -37,11 +37,11 @@ def _tree(pid: int) -> list[int]:
     while todo:
         current = todo.pop()
         pids.append(current)
-        todo.extend(_children(current))
+        todo.extend(child_pids(current))
     return pids
 
 
-def _rss(pid: int) -> int:
+def rss_bytes(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -104,7 +104,7 @@ def run_fresh(bootstrap: str, topic: str, records: int, groups: int, workdir: Pa
 
     def sample() -> None:
         while not done.wait(0.5):
-            run.peak_rss = max(run.peak_rss, sum(_rss(p) for p in _tree(process.pid)))
+            run.peak_rss = max(run.peak_rss, sum(rss_bytes(p) for p in _tree(process.pid)))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.fresh_job import child_pids, rss_bytes, run_fresh
 from benchmarks.synthetic import W1, W1_5M, W2, Workload, backlog, group_metadata, produce
 from decoders import coordinator_partition, decode
 from streaming.decode.source import FETCH_OPTIONS
@@ -61,25 +62,6 @@ class Report:
 # ------------------------------------------------------------------------------ resources
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
-
-
-def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 class PeakRss(threading.Thread):
     """Peak summed RSS of this process and its descendants, leaving out the broker's tree."""
 
@@ -95,8 +77,8 @@ class PeakRss(threading.Thread):
                 if pid in self.exclude:
                     continue
                 pids.append(pid)
-                todo.extend(_children(pid))
-            self.peak = max(self.peak, sum(_rss_bytes(p) for p in pids))
+                todo.extend(child_pids(pid))
+            self.peak = max(self.peak, sum(rss_bytes(p) for p in pids))
 
     def stop(self) -> int:
         self._done.set()
@@ -261,6 +243,46 @@ def run_backlog(report: Report, spark: Any, broker: LocalKafka, name: str, workl
                           "≤ 2 GiB" if workload is W2 else "", met=peak <= 2 * 2**30 if workload is W2 else None))
 
 
+def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: Workload, workdir: Path,
+                      repeats: int, baselines: bool) -> None:
+    """The job as an operator starts it, ``repeats`` fresh processes on one backlog: seconds from process
+    start until /metrics counts every record and shows every group, beside Kafka's own consumer reading
+    the same topic in the same run."""
+    bootstrap, topic = broker.bootstrap, f"bench-fresh-{name}"
+    admin = Admin(bootstrap)
+    admin.create_topic(topic, workload.topic_partitions)
+    admin.close()
+    sent = produce(bootstrap, topic, backlog(workload, int(time.time() * 1000)))
+    print(f"\nfresh-{name}: {sent:,} records, {workload.groups:,} groups", flush=True)
+    ceiling = consumer_performance(bootstrap, topic, sent) if baselines else None
+    if ceiling:
+        report.add(Figure(f"fresh-{name} baseline: Kafka ConsumerPerformance reads the topic", sent / ceiling, "s",
+                          baseline=f"{ceiling:,.0f} rec/s"))
+    granularity = "topic" if workload is W2 else "partition"
+    runs = []
+    for i in range(repeats):
+        run_dir = workdir / f"fresh-{name}-{i}"
+        run_dir.mkdir(parents=True)
+        runs.append(run_fresh(bootstrap, topic, sent, workload.groups, run_dir, "--lag-granularity", granularity))
+        print(f"  run {i + 1}: {runs[-1].seconds:.1f}s, first answer {runs[-1].first_answer:.1f}s, peak RSS "
+              f"{runs[-1].peak_rss / 2**30:.2f} GiB, {runs[-1].cpu_seconds:.0f} CPU-s", flush=True)
+    target_s, target_gib = (30.0, 2.0) if workload is W2 else (10.0, 1.25)
+    label = f"fresh-{name} job ({granularity}, median of {repeats})"
+    seconds = statistics.median(r.seconds for r in runs)
+    report.add(Figure(f"{label}: process start to every record and group shown", seconds, "s", f"≤ {target_s:.0f} s",
+                      "runs " + ", ".join(f"{r.seconds:.1f}" for r in runs)
+                      + (f"; {seconds / (sent / ceiling):.1f}x Kafka's consumer" if ceiling else ""),
+                      seconds <= target_s))
+    report.add(Figure(f"{label}: first /metrics with a group", statistics.median(r.first_answer for r in runs), "s"))
+    peak = statistics.median(r.peak_rss for r in runs) / 2**30
+    report.add(Figure(f"{label}: peak RSS of the process tree", peak, "GiB", f"≤ {target_gib} GiB",
+                      met=peak <= target_gib))
+    report.add(Figure(f"{label}: CPU seconds of the process tree", statistics.median(r.cpu_seconds for r in runs),
+                      "s"))
+    report.add(Figure(f"{label}: /metrics scrape", statistics.median(r.scrape_seconds for r in runs), "s",
+                      baseline=f"{statistics.median(r.scrape_bytes for r in runs) / 1e6:.1f} MB"))
+
+
 def run_steady(report: Report, spark: Any, broker: LocalKafka, workdir: Path, rates: list[int], seconds: float,
                probes: int) -> None:
     """A caught-up job under a producer at each rate; at 20k rec/s also the rebalance → /metrics latency."""
@@ -355,7 +377,9 @@ def probe_latency(monitor: Monitor, bootstrap: str, topic: str, probes: int, sec
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workloads", default="w1,w1-5m,w2,steady")
+    parser.add_argument("--workloads", default="w1,w1-5m,w2,steady,fresh-w1,fresh-w2",
+                        help="fresh-w1 and fresh-w2 run the job as its own process, timed from process start")
+    parser.add_argument("--fresh-repeats", type=int, default=3)
     parser.add_argument("--steady-seconds", type=float, default=180)
     parser.add_argument("--steady-rates", default="5000,20000,50000,100000")
     parser.add_argument("--probes", type=int, default=20)
@@ -376,7 +400,11 @@ def main(argv: list[str] | None = None) -> None:
                                "spark.kafka.consumer.cache.capacity": "512"})
         try:
             for name in args.workloads.split(","):
-                if name == "steady":
+                if name.startswith("fresh-"):
+                    base = name.removeprefix("fresh-")
+                    run_fresh_backlog(report, broker, base, WORKLOADS[base], workdir, args.fresh_repeats,
+                                      not args.no_baselines)
+                elif name == "steady":
                     run_steady(report, spark, broker, workdir, [int(r) for r in args.steady_rates.split(",")],
                                args.steady_seconds, args.probes)
                 else:

@@ -35,7 +35,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.job_bench import _rss_bytes
+from benchmarks.fresh_job import rss_bytes
 from streaming.job import Monitor, spark_session
 from streaming.options import parse_args
 from testbed.broker import LocalKafka
@@ -76,8 +76,8 @@ def memory() -> dict[str, float]:
     the JVM's live heap and metaspace."""
     jvm = [p for p in _descendants(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in _cmdline(p)]
     workers = [p for j in jvm for p in _descendants(j) if "pyspark" in _cmdline(p)]
-    return {"driver_jvm": sum(_rss_bytes(p) for p in jvm) / MIB, "python": _rss_bytes(os.getpid()) / MIB,
-            "python_workers": sum(_rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None)}
+    return {"driver_jvm": sum(rss_bytes(p) for p in jvm) / MIB, "python": rss_bytes(os.getpid()) / MIB,
+            "python_workers": sum(rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None)}
 
 
 _HEAP = re.compile(r"heap\s+total (\d+)K, used (\d+)K")
