@@ -148,6 +148,7 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
         stalled = job.wait(lambda s: time.time() - gone_at >= OUTAGE_SECONDS
                            and poll_errors(s) > poll_errors(before), "poll errors while the broker is down",
                            timeout=OUTAGE_SECONDS + 60)
+        stalled_at = time.time()
         own_broker.start()
         up_at = time.time()
         recovered = job.wait(lambda s: (value(s, "rebalance_monitor_last_batch_timestamp_seconds") or 0) > up_at,
@@ -191,8 +192,10 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
     assert value(stalled, "rebalance_monitor_last_batch_timestamp_seconds") <= gone_at + 2 * TRIGGER_SECONDS
     assert last_batch_before is not None and poll_errors(stalled) > poll_errors(before)
     assert all(v >= 0 for v in series(after, "kafka_consumergroup_partition_lag", group=group).values())
+    # Evaluated while the broker was still down: at up_at itself a batch 0.1 s after the broker came back
+    # can already be in that second's sample.
     fired = monitor_stalled(promtool, tmp_path, sampler.samples, stall_seconds=10,
-                            at=(down_at - 1, up_at, sampler.samples[-1][0]))
+                            at=(down_at - 1, stalled_at, sampler.samples[-1][0]))
     assert fired == [False, True, False], fired
     assert restarts == 0, job.tail()
 
