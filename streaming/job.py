@@ -141,6 +141,14 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         # An idle query says so once per trigger, not once per 10 s (Spark's default): the last-batch
         # gauge, which idle triggers refresh, is then never more than a trigger old on a healthy job.
         "spark.sql.streaming.noDataProgressEventInterval": f"{max(1, round(options.driver.trigger_seconds * 1000))}ms",
+        # A job that runs for months keeps a bounded history in Spark's status store (the web UI's):
+        # at Spark's defaults (1,000 jobs, stages and SQL executions, 100,000 tasks) the driver's heap
+        # grows for hours before it levels off (docs/reliability.md).
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
+        "spark.ui.retainedTasks": "10000",
+        "spark.sql.ui.retainedExecutions": "50",
+        "spark.ui.retainedDeadExecutors": "10",
         **(extra_conf or {}),
     }
     for key, value in conf.items():
