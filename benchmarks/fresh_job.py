@@ -113,7 +113,9 @@ def run_fresh(bootstrap: str, topic: str, records: int, groups: int, workdir: Pa
         deadline = started + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise RuntimeError(f"job exited with {process.returncode}: {(workdir / 'job.log').read_text()[-3000:]}")
+                text = (workdir / "job.log").read_text(errors="replace")
+                causes = [line for line in text.splitlines() if re.search(r"OutOfMemory|Exception|ERROR", line)]
+                raise RuntimeError(f"job exited with {process.returncode}; first errors:\n" + "\n".join(causes[:20]))
             try:
                 counted, shown, _, _ = _counts(url)
             except OSError:

@@ -244,7 +244,7 @@ def run_backlog(report: Report, spark: Any, broker: LocalKafka, name: str, workl
 
 
 def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: Workload, workdir: Path,
-                      repeats: int, baselines: bool) -> None:
+                      repeats: int, baselines: bool, driver_memory: str = "") -> None:
     """The job as an operator starts it, ``repeats`` fresh processes on one backlog: seconds from process
     start until /metrics counts every record and shows every group, beside Kafka's own consumer reading
     the same topic in the same run."""
@@ -263,7 +263,9 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
     for i in range(repeats):
         run_dir = workdir / f"fresh-{name}-{i}"
         run_dir.mkdir(parents=True)
-        runs.append(run_fresh(bootstrap, topic, sent, workload.groups, run_dir, "--lag-granularity", granularity))
+        env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {driver_memory} pyspark-shell"} if driver_memory else None
+        runs.append(run_fresh(bootstrap, topic, sent, workload.groups, run_dir, "--lag-granularity", granularity,
+                              env=env))
         print(f"  run {i + 1}: {runs[-1].seconds:.1f}s, first answer {runs[-1].first_answer:.1f}s, peak RSS "
               f"{runs[-1].peak_rss / 2**30:.2f} GiB, {runs[-1].cpu_seconds:.0f} CPU-s", flush=True)
     target_s, target_gib = (30.0, 2.0) if workload is W2 else (10.0, 1.25)
@@ -380,6 +382,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workloads", default="w1,w1-5m,w2,steady,fresh-w1,fresh-w2",
                         help="fresh-w1 and fresh-w2 run the job as its own process, timed from process start")
     parser.add_argument("--fresh-repeats", type=int, default=3)
+    parser.add_argument("--fresh-driver-memory", default="",
+                        help="the fresh jobs' --driver-memory (as deploy/k8s sets it); default Spark's 1g")
     parser.add_argument("--steady-seconds", type=float, default=180)
     parser.add_argument("--steady-rates", default="5000,20000,50000,100000")
     parser.add_argument("--probes", type=int, default=20)
@@ -403,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
                 if name.startswith("fresh-"):
                     base = name.removeprefix("fresh-")
                     run_fresh_backlog(report, broker, base, WORKLOADS[base], workdir, args.fresh_repeats,
-                                      not args.no_baselines)
+                                      not args.no_baselines, args.fresh_driver_memory)
                 elif name == "steady":
                     run_steady(report, spark, broker, workdir, [int(r) for r in args.steady_rates.split(",")],
                                args.steady_seconds, args.probes)
