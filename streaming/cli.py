@@ -12,12 +12,18 @@ from streaming.options import default, parse_args
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--version":
+        from streaming.metrics.runtime import version
+
+        print(f"rebalance-monitor {version()}")
+        return
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: rebalance-monitor {run,history,advise,dead-letters} ...\n\n"
+        print("usage: rebalance-monitor [--version] {run,history,advise,dead-letters} ...\n\n"
               "  run           run the monitor job (rebalance-monitor run --help)\n"
               "  history       print a group's generation timeline from the event log\n"
               "  advise        compare Kafka's built-in assignors on a classic group's current members\n"
-              "  dead-letters  print the kept sample of undecodable records")
+              "  dead-letters  print the kept sample of undecodable records\n\n"
+              "Options of run also come from REBALANCE_MONITOR_<OPTION> variables (rebalance-monitor run --help).")
         return
     command, rest = argv[0], argv[1:]
     if command == "run":

@@ -150,6 +150,8 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         "spark.sql.ui.retainedExecutions": "50",
         "spark.ui.retainedDeadExecutors": "10",
         **(extra_conf or {}),
+        # --spark-conf: the operator's word is the last.
+        **options.driver.spark_settings,
     }
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -158,14 +160,27 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
     return spark
 
 
-def run(options: JobOptions) -> None:
-    """Run until SIGINT/SIGTERM, then stop the query cleanly (the checkpoint stays consistent)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def configure_logging(level: str) -> None:
+    """The job's log format and level (--log-level); the Kafka clients' and py4j's INFO chatter left out."""
+    logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # py4j logs every callback at INFO, and from __del__ too: at interpreter exit that took the log
     # handler's lock held by a thread already frozen, and the process never ended.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # kafka-python logs every connection, metadata update and coordinator change at INFO.
+    logging.getLogger("kafka").setLevel(max(getattr(logging, level), logging.WARNING) if level != "DEBUG"
+                                        else logging.DEBUG)
+
+
+def run(options: JobOptions) -> None:
+    """Run until SIGINT/SIGTERM, then stop the query cleanly (the checkpoint stays consistent)."""
+    configure_logging(options.driver.log_level)
+    for note in options.notes:
+        log.warning("%s", note)
     # Before Spark starts: a refused login would otherwise look like a job that never progresses.
     kafka = options.kafka
+    if kafka.config_file is not None:  # the names only: values hold passwords
+        log.info("Kafka client settings: %s (from %s and --kafka.* options)",
+                 ", ".join(sorted(name.removeprefix("kafka.") for name in kafka.kafka_options)), kafka.config_file)
     try:
         check_access(kafka.bootstrap_servers, client_config_from_kafka_options(kafka.kafka_options),
                      options.source.topic)

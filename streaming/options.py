@@ -10,10 +10,14 @@ so options built in code are held to the same rules as the command line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import shlex
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from streaming.cluster.config import KafkaConfig
+from streaming.cluster.config import KafkaConfig, load_kafka_config
 from streaming.decode.config import SourceConfig
 from streaming.driver.config import DriverConfig
 from streaming.groups.config import GroupsConfig
@@ -32,6 +36,26 @@ SECTIONS: dict[str, type] = {
 }
 
 
+ENV_PREFIX = "REBALANCE_MONITOR_"
+# Accepted so that existing command lines keep working, read nowhere (hidden from --help).
+DEPRECATED = {"--state-partitions": "it never changed anything: the job keeps its group state on the driver"}
+
+EPILOG = f"""\
+Every option can also come from the environment as {ENV_PREFIX}<OPTION>: the option's name in capitals,
+dashes as underscores (--bootstrap-server: {ENV_PREFIX}BOOTSTRAP_SERVER, --lag-granularity:
+{ENV_PREFIX}LAG_GRANULARITY; --spark-conf takes several KEY=VALUE words, quoted as in a shell).
+The command line wins over the environment, which wins over --kafka-config and the defaults.
+
+Kafka client settings: --kafka-config FILE, a Java-properties file as Kafka tools' --command-config
+(security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-512, sasl.jaas.config=..., ssl.truststore.location=...),
+and --kafka.<name> VALUE for any single setting (it wins over the file). Both go to Spark's Kafka source as
+kafka.<name> and to the job's own clients (lag poller, metadata) where kafka-python has the same setting.
+Keep passwords in the file: a command line is visible to every user of the host. Secret values are never logged.
+
+docs/operations.md: the options, the checkpoint, the ACLs the job needs, sizing and troubleshooting.
+"""
+
+
 @dataclass(frozen=True)
 class JobOptions:
     """Every setting of the job, by the package that reads it."""
@@ -42,52 +66,137 @@ class JobOptions:
     lag: LagConfig = field(default_factory=LagConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     driver: DriverConfig = field(default_factory=DriverConfig)
+    # Warnings about the options themselves (defaults unfit for production, deprecated options),
+    # logged when the job starts.
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def for_cluster(cls, bootstrap_servers: str, **sections: Any) -> JobOptions:
         return cls(KafkaConfig(bootstrap_servers), **sections)
 
 
+def env_name(option: str) -> str:
+    """The environment variable of a command-line option: ``--lag-granularity`` -> REBALANCE_MONITOR_LAG_GRANULARITY."""
+    return ENV_PREFIX + option.lstrip("-").upper().replace("-", "_").replace(".", "_")
+
+
 def build_parser(prog: str = "rebalance-monitor run") -> argparse.ArgumentParser:
+    from streaming.metrics.runtime import version
+
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="Reconstruct every consumer group's generations and assignments from "
-        "__consumer_offsets and serve rebalance, imbalance, movement and lag metrics to Prometheus. "
-        "For a local demo (broker, churning groups, Prometheus) run `make run` or `python -m testbed.demo_run`.",
-        epilog="Any Kafka client option passes through as --kafka.<name> VALUE (for example "
-        "--kafka.security.protocol SASL_SSL --kafka.sasl.mechanism SCRAM-SHA-512 "
-        "--kafka.sasl.jaas.config '...'): to Spark's Kafka source as is, and to the lag poller "
-        "where kafka-python has the same setting.",
+        description="Reconstruct every consumer group's generations and assignments from __consumer_offsets\n"
+        "and serve rebalance, imbalance, movement and lag metrics to Prometheus. For a local demo\n"
+        "(broker, churning groups, Prometheus) run `make run` or `python -m testbed.demo_run`.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     for section, config in SECTIONS.items():
         for f in fields(config):
             if "help" not in f.metadata:
                 continue
             kwargs = {k: v for k, v in f.metadata.items() if k != "flag"}
-            if f.default is MISSING:
-                kwargs["required"] = True
+            name = flag(config, f.name)
+            if f.default is MISSING or kwargs.get("action") == "append":
+                kwargs["default"] = None  # required ones are checked after the environment and files
             else:
                 kwargs["default"] = f.default
                 kwargs["help"] += f" (default: {f.default})" if f.default is not None else ""
-            name = flag(config, f.name)
+            kwargs["help"] += f" [{env_name(name)}]"
             if "choices" not in kwargs:
                 kwargs["metavar"] = name[2:].upper().replace("-", "_")
             parser.add_argument(name, dest=f"{section}.{f.name}", **kwargs)
+    for name in DEPRECATED:
+        parser.add_argument(name, dest=f"deprecated.{name}", default=None, help=argparse.SUPPRESS)
     return parser
 
 
-def parse_args(argv: list[str], prog: str = "rebalance-monitor run") -> JobOptions:
+def parse_args(argv: list[str], prog: str = "rebalance-monitor run",
+               environ: Mapping[str, str] | None = None) -> JobOptions:
+    """The job's options from the command line over ``REBALANCE_MONITOR_*`` variables over the
+    --kafka-config file and the defaults."""
     parser = build_parser(prog)
-    known, rest = parser.parse_known_args(argv)
+    environment = os.environ if environ is None else environ
+    known, rest = parser.parse_known_args([*_environment_args(parser, environment), *argv])
     values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    notes: list[str] = []
     for dest, value in vars(known).items():
         section, _, name = dest.partition(".")
+        if section == "deprecated":
+            if value is not None:
+                notes.append(f"{name} is deprecated and ignored: {DEPRECATED[name]}")
+            continue
         values[section][name] = value
-    values["kafka"]["kafka_options"] = _kafka_options(parser, rest)
+    for section, config in SECTIONS.items():
+        for f in fields(config):
+            if f.metadata.get("action") == "append":
+                values[section][f.name] = tuple(values[section][f.name] or ())
+    kafka = values["kafka"]
+    file_options: dict[str, str] = {}
+    if kafka["config_file"] is not None:
+        try:
+            file_options = load_kafka_config(kafka["config_file"])
+        except OptionError as exc:
+            parser.error(str(exc))
+    file_bootstrap = file_options.pop("bootstrap.servers", None)
+    kafka["kafka_options"] = {**{f"kafka.{name}": value for name, value in file_options.items()},
+                              **_kafka_options(parser, rest)}
+    if kafka["bootstrap_servers"] is None:
+        if file_bootstrap is None:
+            parser.error(f"--bootstrap-server is required (or {env_name('--bootstrap-server')} in the environment, "
+                         "or bootstrap.servers in --kafka-config)")
+        kafka["bootstrap_servers"] = file_bootstrap
     try:
-        return JobOptions(**{section: SECTIONS[section](**kwargs) for section, kwargs in values.items()})
+        options = JobOptions(**{section: SECTIONS[section](**kwargs) for section, kwargs in values.items()})
     except OptionError as exc:
         parser.error(str(exc))
+    return dataclasses.replace(options, notes=(*notes, *_unfit_defaults(options)))
+
+
+def _environment_args(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> list[str]:
+    """``REBALANCE_MONITOR_<OPTION>`` variables as command-line words, put before the real command
+    line so that the real one wins; a bad value is an error naming the variable."""
+    words: list[str] = []
+    for action in parser._actions:
+        option = next((o for o in action.option_strings if o.startswith("--")), None)
+        if option is None or option in ("--help", "--version"):
+            continue
+        variable = env_name(option)
+        if variable not in environ:
+            continue
+        raw = environ[variable]
+        try:
+            items = shlex.split(raw) if isinstance(action, argparse._AppendAction) else [raw]
+        except ValueError as exc:
+            parser.error(f"{variable}: {exc}")
+        for item in items:
+            if action.choices is not None and item not in action.choices:
+                parser.error(f"{variable}: invalid choice {item!r} (choose from "
+                             f"{', '.join(map(str, action.choices))})")
+            if callable(action.type):
+                try:
+                    action.type(item)
+                except (TypeError, ValueError):
+                    type_name = getattr(action.type, "__name__", "value")
+                    parser.error(f"{variable}: not a valid {type_name}")
+            words += [option, item]
+    return words
+
+
+def _unfit_defaults(options: JobOptions) -> list[str]:
+    """Warnings about defaults that suit a try-out and not a deployment."""
+    notes = []
+    if options.metrics.cluster == default(MetricsConfig, "cluster"):
+        notes.append(f"--cluster is left at {options.metrics.cluster!r}: every series carries "
+                     f"cluster={options.metrics.cluster!r}; name the Kafka cluster so that dashboards and alerts "
+                     "tell clusters apart")
+    checkpoint = options.driver.checkpoint_dir
+    if checkpoint == default(DriverConfig, "checkpoint_dir"):
+        notes.append(f"--checkpoint-dir is the relative default, {checkpoint.resolve()}: the job's memory "
+                     "(offsets, group state, event log) lives there; give a path on storage that survives "
+                     "restarts and upgrades")
+    return notes
 
 
 def default(config: type, name: str) -> Any:

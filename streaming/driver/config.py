@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming.settings import Config, not_negative, positive, setting
+from streaming.settings import Config, flag, not_negative, positive, setting
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 @dataclass(frozen=True)
@@ -22,17 +24,32 @@ class DriverConfig(Config):
     ready_max_behind_records: int = field(default=10_000, metadata=setting(
         "/-/ready answers 200 once a batch since the query started ends at most this many records short of the "
         "offsets topic's log ends (or a trigger finds nothing new)", type=int))
-    state_partitions: int = field(default=8, metadata=setting(
-        "Spark shuffle partitions of the state store; fixed once a checkpoint exists", type=int))
     master: str | None = field(default=None, metadata=setting(
         "Spark master when started outside spark-submit (default local[*])"))
     jars_dir: Path | None = field(default=None, metadata=setting(
         "directory with Spark's Kafka connector jars (default: $REBALANCE_MONITOR_JARS, else build/jars of a "
         "source checkout)", type=Path))
 
+    spark_conf: tuple[str, ...] = field(default=(), metadata=setting(
+        "a Spark setting for the job's SparkSession, KEY=VALUE (repeatable), for example spark.local.dir=/tmp/spark "
+        "or spark.driver.memory=3g outside spark-submit; applied over the job's own settings",
+        action="append"))
+    log_level: str = field(default="INFO", metadata=setting(
+        "the job's log level; Kafka clients' INFO chatter is shown at DEBUG only", choices=LOG_LEVELS))
+
     def problems(self) -> list[str]:
-        return [*positive(self, "trigger_seconds", "state_partitions"),
-                *not_negative(self, "query_retry_seconds", "ready_max_behind_records")]
+        problems = [*positive(self, "trigger_seconds"),
+                    *not_negative(self, "query_retry_seconds", "ready_max_behind_records")]
+        problems += [f"{flag(self, 'spark_conf')} {item.partition('=')[0]!r}: expected KEY=VALUE"
+                     for item in self.spark_conf if not item.partition("=")[0].strip() or "=" not in item]
+        if self.log_level not in LOG_LEVELS:
+            problems.append(f"{flag(self, 'log_level')} must be one of {', '.join(LOG_LEVELS)}")
+        return problems
+
+    @property
+    def spark_settings(self) -> dict[str, str]:
+        """--spark-conf as a mapping; a later KEY=VALUE wins."""
+        return {key.strip(): value for key, _, value in (item.partition("=") for item in self.spark_conf)}
 
     @property
     def event_log_path(self) -> Path:

@@ -87,7 +87,7 @@ class JobProcess:
         argv = [*self.command, "--bootstrap-server", self.bootstrap, "--checkpoint-dir", str(self.checkpoint),
                 "--event-log", str(self.workdir / "events"), "--metrics-host", "127.0.0.1",
                 "--metrics-port", str(self.port), "--trigger-seconds", "1", "--lag-poll-seconds", "1",
-                "--state-partitions", "2", *self.args]
+                *self.args]
         # A file, not a pipe: a pipe nobody reads fills up and blocks the job.
         with self.log.open("w") as out:
             self.process = subprocess.Popen(argv, cwd=REPO, env={**os.environ, **self.env}, stdout=out,
