@@ -8,7 +8,7 @@ export KAFKA_VERSION
 
 .PHONY: setup jars prometheus wheel test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
 
-setup: $(STAMP) jars prometheus
+setup: $(STAMP) jars prometheus helm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,18 @@ prometheus:
 		echo "NOTE: prometheus/promtool not on PATH and not root: run 'sudo apt-get install prometheus'" \
 		     "(or put Prometheus' release binaries on PATH); until then the Prometheus tests skip" \
 		     "(they fail under CI=true) and 'make run' needs --no-prometheus."; \
+	fi
+
+# Helm, which the chart tests use (tests/deploy/test_helm_chart.py): the one on PATH, else built once
+# from the Go module proxy into build/bin/helm (needs Go; the tests look there too).
+HELM_VERSION ?= v3.16.4
+helm:
+	@if command -v helm >/dev/null || [ -x build/bin/helm ]; then :; \
+	elif command -v go >/dev/null; then \
+		echo "Building helm $(HELM_VERSION) into build/bin (go install)"; \
+		GOBIN=$(CURDIR)/build/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	else \
+		echo "NOTE: neither helm nor go on PATH: the Helm chart tests skip (they fail under CI=true)"; \
 	fi
 
 # The installable package: decoders and streaming only (tests/scenarios/test_packaging.py checks it).

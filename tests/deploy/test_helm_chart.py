@@ -1,0 +1,272 @@
+"""The Helm chart (deploy/helm/rebalance-monitor): lint, render, and what the rendered objects promise.
+
+Rendered with ``helm template`` (`make setup` builds helm into build/bin when none is on PATH);
+without helm these skip, and fail under CI (CI=true), as the promtool tests do. PyYAML is not
+a dependency: YAML is read back through helm itself (its ``fromYaml``), see :func:`yaml_documents`.
+The copies of the rules and the dashboard inside the chart are checked byte for byte without helm.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "rebalance-monitor"
+RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
+DASHBOARD = ROOT / "dashboards" / "rebalance-monitor.json"
+REQUIRED = ["kafka.bootstrapServers=kafka-0.kafka:9092", "kafka.cluster=prod"]
+SECURITY = ["kafka.security.enabled=true", "kafka.security.existingSecret=rebalance-monitor-kafka"]
+EVERYTHING = ["serviceMonitor.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true"]
+CONFIG_PATH = "/etc/rebalance-monitor/kafka.properties"
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """helm on PATH or built by `make setup` into build/bin; missing, the test skips (fails under CI)."""
+    path = shutil.which("helm") or next((str(p) for p in [ROOT / "build" / "bin" / "helm"] if p.is_file()), None)
+    if path is None:
+        message = "helm not on PATH nor in build/bin: `make helm` (part of `make setup`) builds it with Go"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    home = tmp_path_factory.mktemp("helm-home")
+    saved = {k: os.environ.get(k) for k in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME")}
+    for name in saved:  # no state read from or left in the user's home
+        os.environ[name] = str(home / name.lower())
+    yield path
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def run_helm(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def yaml_documents(helm: str, text: str, workdir: Path) -> list[Any]:
+    """Every non-empty YAML document of ``text``, parsed by helm's own YAML reader into JSON."""
+    chart = workdir / "yaml-reader"
+    (chart / "templates").mkdir(parents=True, exist_ok=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: yaml-reader\nversion: 0.0.1\n")
+    (chart / "input.yaml").write_text(text)
+    (chart / "templates" / "out.yaml").write_text(
+        '{{- range $doc := regexSplit "(?m)^---[ \\t]*$" (.Files.Get "input.yaml") -1 }}\n'
+        "{{ dict \"document\" (fromYaml $doc) | toJson }}\n"
+        "{{- end }}\n")
+    rendered = run_helm(helm, "template", "reader", str(chart)).stdout
+    documents = []
+    for line in rendered.splitlines():
+        if line.startswith("{"):
+            document = json.loads(line)["document"]
+            assert "Error" not in document or len(document) > 1, f"helm could not read a document: {document}"
+            if document:
+                documents.append(document)
+    return documents
+
+
+def render(helm: str, tmp_path: Path, *values: str) -> dict[str, dict[str, Any]]:
+    """The chart rendered with ``values`` (--set), by kind (one object per kind here)."""
+    args = [arg for value in [*REQUIRED, *values] for arg in ("--set", value)]
+    text = run_helm(helm, "template", "monitor", str(CHART), "--namespace", "monitoring", *args).stdout
+    objects: dict[str, dict[str, Any]] = {}
+    for document in yaml_documents(helm, text, tmp_path):
+        assert document["kind"] not in objects, f"two {document['kind']} objects"
+        objects[document["kind"]] = document
+    return objects
+
+
+def container(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    assert len(pod["containers"]) == 1
+    return dict(pod["containers"][0])
+
+
+# ------------------------------------------------------------------------------ copies (no helm)
+
+
+@pytest.mark.parametrize(("source", "copy"), [(RULES, CHART / "files" / "rules.yml"),
+                                              (DASHBOARD, CHART / "files" / "rebalance-monitor.json")])
+def test_chart_copies_equal_their_sources(source: Path, copy: Path) -> None:
+    assert copy.read_bytes() == source.read_bytes(), (
+        f"{copy.relative_to(ROOT)} differs from {source.relative_to(ROOT)}: run python deploy/helm/sync_files.py")
+
+
+def test_sync_script_reports_and_refreshes(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "deploy" / "helm" / "sync_files.py"), "--check"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------------------ helm
+
+
+def test_helm_lint(helm: str) -> None:
+    for values in ([], SECURITY, [*SECURITY, *EVERYTHING]):
+        run_helm(helm, "lint", "--strict", str(CHART), *(a for v in [*REQUIRED, *values] for a in ("--set", v)))
+
+
+def test_required_values_fail_with_a_message(helm: str) -> None:
+    result = run_helm(helm, "template", "monitor", str(CHART), check=False)
+    assert result.returncode != 0 and "kafka.bootstrapServers is required" in result.stderr
+    result = run_helm(helm, "template", "monitor", str(CHART), "--set", REQUIRED[0], check=False)
+    assert result.returncode != 0 and "kafka.cluster is required" in result.stderr
+    result = run_helm(helm, "template", "monitor", str(CHART), *(a for v in REQUIRED for a in ("--set", v)),
+                      "--set", "kafka.security.enabled=true", check=False)
+    assert result.returncode != 0 and "kafka.security.existingSecret" in result.stderr
+
+
+def test_default_render(helm: str, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path)
+    assert set(objects) == {"ServiceAccount", "PersistentVolumeClaim", "Service", "Deployment"}
+    assert objects["ServiceAccount"]["automountServiceAccountToken"] is False
+    deployment = objects["Deployment"]["spec"]
+    assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+    pod = deployment["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == objects["ServiceAccount"]["metadata"]["name"]
+    claim = next(v for v in pod["volumes"] if v["name"] == "checkpoint")["persistentVolumeClaim"]["claimName"]
+    assert claim == objects["PersistentVolumeClaim"]["metadata"]["name"]
+    assert objects["PersistentVolumeClaim"]["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    monitor = container(objects)
+    assert monitor["resources"] == {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "3Gi"}}
+    assert {"name": "metrics", "containerPort": 10308, "protocol": "TCP"} in monitor["ports"]
+    service_ports = objects["Service"]["spec"]["ports"]
+    assert service_ports == [{"name": "metrics", "port": 10308, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_values_reach_the_objects(helm: str, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path, "checkpoint.size=50Gi", "checkpoint.storageClass=fast",
+                     "lagGranularity=topic", "limits.maxSeries=300000", "limits.maxGroups=20000",
+                     "extraArgs={--lag-append-time-topics,^mm2-}", "image.tag=9.9.9", *EVERYTHING,
+                     "serviceMonitor.interval=1m", "serviceMonitor.scrapeTimeout=45s",
+                     "serviceMonitor.sampleLimit=310000")
+    pvc = objects["PersistentVolumeClaim"]["spec"]
+    assert pvc["storageClassName"] == "fast" and pvc["resources"]["requests"]["storage"] == "50Gi"
+    args = container(objects)["args"]
+    pairs = dict(zip(args[::2], args[1::2], strict=True))
+    assert pairs["--lag-granularity"] == "topic" and pairs["--max-series"] == "300000"
+    assert pairs["--max-groups"] == "20000" and pairs["--lag-append-time-topics"] == "^mm2-"
+    assert container(objects)["image"].endswith(":9.9.9")
+    endpoint = objects["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("1m", "45s")
+    assert objects["ServiceMonitor"]["spec"]["sampleLimit"] == 310000
+
+
+@pytest.mark.parametrize("security", [False, True], ids=["plaintext", "security"])
+def test_deployment_meets_the_restricted_pod_security_standard(helm: str, tmp_path: Path, security: bool) -> None:
+    objects = render(helm, tmp_path, *(SECURITY if security else []))
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    monitor = container(objects)
+    context = {**pod["securityContext"], **monitor["securityContext"]}  # the container's wins
+    assert context["runAsNonRoot"] is True
+    assert isinstance(context["runAsUser"], int) and context["runAsUser"] > 0
+    assert isinstance(context["runAsGroup"], int) and context["runAsGroup"] > 0
+    assert monitor["securityContext"]["allowPrivilegeEscalation"] is False
+    assert monitor["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert monitor["securityContext"]["readOnlyRootFilesystem"] is True
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert not [v for v in volumes.values() if "hostPath" in v]
+    # Spark's scratch space: a writable emptyDir at /tmp, and Spark told to use it.
+    tmp = next(m for m in monitor["volumeMounts"] if m["mountPath"] == "/tmp")
+    assert "emptyDir" in volumes[tmp["name"]]
+    env = {e["name"]: e.get("value") for e in monitor["env"]}
+    assert env["SPARK_LOCAL_DIRS"].startswith("/tmp/")
+    args = monitor["args"]
+    assert "spark.local.dir=/tmp/spark" in [b for a, b in itertools.pairwise(args) if a == "--spark-conf"]
+
+
+def test_probes(helm: str, tmp_path: Path) -> None:
+    monitor = container(render(helm, tmp_path))
+    for probe, path in (("startupProbe", "/-/healthy"), ("livenessProbe", "/-/healthy"),
+                        ("readinessProbe", "/-/ready")):
+        assert monitor[probe]["httpGet"] == {"path": path, "port": "metrics"}, probe
+
+
+def test_kafka_secret_is_a_mounted_file_never_an_argument_or_variable(helm: str, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path, *SECURITY, "extraEnv[0].name=TZ", "extraEnv[0].value=UTC")
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    monitor = container(objects)
+    args = monitor["args"]
+    assert args[args.index("--kafka-config") + 1] == CONFIG_PATH
+    assert not [a for a in args if a.startswith("--kafka.")], "client settings on the command line"
+    assert not [e for e in monitor["env"] if "valueFrom" in e], "a Secret in the environment"
+    assert not monitor.get("envFrom")
+    text = json.dumps(monitor["env"]).lower()
+    assert "jaas" not in text and "password" not in text
+    mount = next(m for m in monitor["volumeMounts"] if m["mountPath"] == str(Path(CONFIG_PATH).parent))
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "rebalance-monitor-kafka"
+    assert volume["secret"]["defaultMode"] & 0o007 == 0, "readable by others"
+    assert "--kafka-config" not in container(render(helm, tmp_path))["args"]
+
+
+def test_rendered_arguments_are_the_jobs_options(helm: str, tmp_path: Path) -> None:
+    """The chart's command line parses with the job's own parser, to the values given."""
+    from streaming.options import parse_args
+
+    monitor = container(render(helm, tmp_path, "limits.maxGroups=5000"))
+    assert monitor["command"] == ["rebalance-monitor", "run"]
+    options = parse_args(monitor["args"], environ={})
+    assert options.kafka.bootstrap_servers == "kafka-0.kafka:9092" and options.metrics.cluster == "prod"
+    assert str(options.driver.checkpoint_dir) == "/data/checkpoint" and options.metrics.port == 10308
+    assert options.groups.max_groups == 5000 and options.driver.spark_settings["spark.local.dir"] == "/tmp/spark"
+    assert options.notes == ()  # neither the default cluster nor a relative checkpoint
+    mounts = {m["mountPath"] for m in monitor["volumeMounts"]}
+    assert "/data" in mounts and str(options.driver.checkpoint_dir).startswith("/data/")
+
+
+def test_service_monitor_selects_the_service(helm: str, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path, *EVERYTHING)
+    monitor, service = objects["ServiceMonitor"], objects["Service"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["monitoring"]}
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["port"] == "metrics"
+    assert endpoint["path"] == "/metrics" and endpoint["honorLabels"] is True
+    assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("30s", "20s")
+    max_series = int(dict(zip(container(objects)["args"][::2], container(objects)["args"][1::2],
+                              strict=True))["--max-series"])
+    assert monitor["spec"]["sampleLimit"] > max_series, "Prometheus would drop the scrape before the job's cap"
+    # MonitorDown (rules.yml) matches job="kafka-rebalance-monitor", whatever the release's name.
+    assert {"action": "replace", "targetLabel": "job", "replacement": "kafka-rebalance-monitor"} in endpoint[
+        "relabelings"]
+    assert 'job="kafka-rebalance-monitor"' in RULES.read_text()
+    # The pods the Service selects are the Deployment's.
+    pod_labels = objects["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_prometheus_rule_is_rules_yml(helm: str, tmp_path: Path) -> None:
+    rule = render(helm, tmp_path, "prometheusRule.enabled=true")["PrometheusRule"]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    [source] = yaml_documents(helm, RULES.read_text(), tmp_path)
+    assert rule["spec"]["groups"] == source["groups"]
+    assert list(rule["spec"]) == ["groups"]
+
+
+def test_dashboard_config_map(helm: str, tmp_path: Path) -> None:
+    config_map = render(helm, tmp_path, "dashboard.enabled=true", "dashboard.annotations.grafana_folder=Kafka")[
+        "ConfigMap"]
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "Kafka"}
+    assert json.loads(config_map["data"]["rebalance-monitor.json"]) == json.loads(DASHBOARD.read_text())
