@@ -252,27 +252,4 @@ def test_dashboard_queries_parse(promtool: str, dashboard: dict[str, Any], tmp_p
     run_promtool(promtool, "check", "rules", str(path), context="".join(names))
 
 
-# ------------------------------------------------------------------------------ kubernetes
-
-
-def test_k8s_one_job_per_checkpoint() -> None:
-    deployment = (K8S / "deployment.yaml").read_text()
-    pvc = (K8S / "pvc.yaml").read_text()
-    service = (K8S / "service.yaml").read_text()
-    assert re.search(r"^  replicas: 1$", deployment, re.M)
-    assert re.search(r"^  strategy:\n    type: Recreate$", deployment, re.M)
-    claim = re.search(r"claimName: (\S+)", deployment)
-    assert claim and re.search(rf"^kind: PersistentVolumeClaim\n(.*\n)*?  name: {claim.group(1)}$", pvc, re.M)
-    assert "mountPath: /data\n" in deployment
-    args = re.findall(r"^ {12}- (.+)$", deployment.split("args:", 1)[1].split("env:", 1)[0], re.M)
-    pairs = dict(zip(args[::2], args[1::2], strict=True))
-    assert pairs["--bootstrap-server"] == "$(KAFKA_BOOTSTRAP)"
-    assert pairs["--checkpoint-dir"] == "/data/checkpoint"
-    assert pairs["--metrics-port"] == '"10308"'
-    assert {"--kafka.security.protocol", "--kafka.sasl.mechanism", "--kafka.sasl.jaas.config"} <= pairs.keys()
-    assert re.search(r"livenessProbe:\n\s+httpGet:\n\s+path: /metrics", deployment)
-    assert re.search(r"requests:\n\s+cpu: \"2\"\n\s+memory: 4Gi", deployment)
-    assert 'prometheus.io/scrape: "true"' in service and 'prometheus.io/port: "10308"' in service
-    kustomization = (K8S / "kustomization.yaml").read_text()
-    for name in re.findall(r"^  - (\S+)$", kustomization, re.M):
-        assert (K8S / name).is_file(), name
+# The Kubernetes manifests' tests: tests/deploy/test_k8s_manifests.py (and test_helm_chart.py).
