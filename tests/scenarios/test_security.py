@@ -46,13 +46,20 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKaf
     broker.stop()
 
 
-def job_command(broker: LocalKafka, workdir: Path, password: str, *extra: str) -> list[str]:
+def job_command(broker: LocalKafka, workdir: Path, password: str, *extra: str,
+                config_file: Path | None = None) -> list[str]:
+    """The job's command line; the client settings as --kafka.* options, or in ``config_file``
+    (--kafka-config, as the Helm chart and deploy/k8s mount them) when given."""
     options = broker.client_security_options(USER, password)
+    if config_file is not None:
+        config_file.write_text("".join(f"{name}={value}\n" for name, value in options.items()))
+        settings = ["--kafka-config", str(config_file)]
+    else:
+        settings = [arg for name, value in options.items() for arg in (f"--kafka.{name}", value)]
     return [sys.executable, "-m", "streaming.job", "--bootstrap-server", broker.secure_bootstrap,
             "--checkpoint-dir", str(workdir / "checkpoint"), "--master", "local[2]", "--cluster", "secure",
-            "--trigger-seconds", "1", "--lag-poll-seconds", "1", "--state-partitions", "2",
-            "--metrics-host", "127.0.0.1", "--metrics-port", "0", *extra,
-            *(arg for name, value in options.items() for arg in (f"--kafka.{name}", value))]
+            "--trigger-seconds", "1", "--lag-poll-seconds", "1",
+            "--metrics-host", "127.0.0.1", "--metrics-port", "0", *extra, *settings]
 
 
 def every_output(workdir: Path) -> dict[Path, bytes]:
@@ -66,9 +73,10 @@ def leaks(outputs: dict[Path, bytes] | dict[str, bytes], *secret_values: str) ->
 
 
 def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKafka, tmp_path: Path) -> None:
-    """Spark's source and the lag poller both connect through the passed-through kafka.* options
-    (SCRAM credentials in the JAAS config, the CA as a PEM trust store); /metrics is served over
-    TLS behind basic auth; neither password shows in any output of the run."""
+    """Spark's source and the lag poller both connect through the client settings of a --kafka-config
+    file (SCRAM credentials in the JAAS config, the CA as a PEM trust store), as the Helm chart runs
+    the job; /metrics is served over TLS behind basic auth; neither password shows in any output of
+    the run. The --kafka.* route is the wrong-password test's other case."""
     admin = Admin(secure_broker.bootstrap)  # the groups are made over plaintext, as any client would
     members: list[Member] = []
     workdir = tmp_path / "run"
@@ -77,6 +85,7 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
     assert pki is not None
     credentials = workdir / "metrics-users"
     credentials.write_text(f"{SCRAPE_USER}:{hash_password(SCRAPE_PASSWORD)}\n")
+    kafka_config = workdir / "kafka.properties"
     output = workdir / "job-output.log"
     job = None
     try:
@@ -89,7 +98,8 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
         with output.open("wb") as sink:
             job = subprocess.Popen(job_command(secure_broker, workdir, PASSWORD, "--metrics-tls-cert",
                                                str(pki.cert_pem), "--metrics-tls-key", str(pki.key_pem),
-                                               "--metrics-basic-auth-file", str(credentials)),
+                                               "--metrics-basic-auth-file", str(credentials),
+                                               config_file=kafka_config),
                                    cwd=workdir, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         started = time.monotonic()
         url = wait_for_url(job, output)
@@ -151,6 +161,7 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
     assert re.search(r"batch \d+: \d+ records", log_text), "no progress line reached the captured output"
     assert any("/events/" in str(path) for path in outputs), "no event log file to check"
     outputs.pop(credentials)  # holds the scrape password's hash by design, never the password
+    outputs.pop(kafka_config)  # the operator's input: it holds the password by design
     assert not leaks(outputs, PASSWORD, SCRAPE_PASSWORD), leaks(outputs, PASSWORD, SCRAPE_PASSWORD)
     print(f"no secret in {len(outputs)} files, {sum(map(len, outputs.values()))} bytes "
           f"({len(log_text.splitlines())} lines of job output)")
@@ -169,14 +180,20 @@ def wait_for_url(job: subprocess.Popen[bytes], output: Path) -> str:
     pytest.fail("the job did not print its metrics URL in time")
 
 
-def test_wrong_password_fails_fast_naming_authentication(secure_broker: LocalKafka, tmp_path: Path) -> None:
-    """A refused login stops the job before Spark starts, with the cause named and no secret shown."""
+@pytest.mark.parametrize("route", ["options", "config-file"])
+def test_wrong_password_fails_fast_naming_authentication(secure_broker: LocalKafka, tmp_path: Path,
+                                                         route: str) -> None:
+    """A refused login stops the job before Spark starts, with the cause named and no secret shown,
+    whether the settings come as --kafka.* options or in a --kafka-config file."""
     wrong = f"wrong-{secrets.token_urlsafe(18)}"
     output = tmp_path / "job-output.log"
+    config_file = tmp_path / "secret" / "kafka.properties" if route == "config-file" else None
+    if config_file is not None:
+        config_file.parent.mkdir()
     started = time.monotonic()
     with output.open("wb") as sink:
-        job = subprocess.Popen(job_command(secure_broker, tmp_path, wrong), cwd=tmp_path, stdout=sink,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+        job = subprocess.Popen(job_command(secure_broker, tmp_path, wrong, config_file=config_file), cwd=tmp_path,
+                               stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         job.wait(WRONG_PASSWORD_BOUND_S)
     except subprocess.TimeoutExpired:
