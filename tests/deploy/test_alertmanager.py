@@ -5,12 +5,12 @@ on a real Alertmanager (Debian package prometheus-alertmanager, installed by `ma
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -106,11 +106,9 @@ class LocalAlertmanager:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process.poll() is None, "alertmanager exited; see its log"
-            try:
+            with contextlib.suppress(OSError):  # not listening yet (URLError is an OSError)
                 if urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).status == 200:
                     return
-            except (urllib.error.URLError, OSError):
-                pass
             time.sleep(0.2)
         raise TimeoutError("alertmanager not ready")
 
