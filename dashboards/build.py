@@ -139,13 +139,16 @@ def rebalance_storms() -> Json:
     def of_ranked(expr: str) -> str:
         return f"{expr} and on (cluster, group) {ranked}"
 
+    # The worst window is a subquery over every group: a 5-minute step instead of 1 makes it a fifth
+    # of the work on a large cluster and still catches a 10-minute storm.
     return table(
         "Rebalance storms in the range", "The groups that rebalanced most in the time range. 'Worst 10m' is "
-        f"the most rebalances in any 10-minute window (RebalanceStorm fires above {STORM_REBALANCES}).",
+        f"the most rebalances in a 10-minute window, windows taken every 5 minutes (RebalanceStorm fires above "
+        f"{STORM_REBALANCES}).",
         ["cluster", "group"], [
             Column("Rebalances", ranked),
             Column("Worst 10m", of_ranked(f"max by (cluster, group) (max_over_time(increase("
-                                          f"kafka_consumergroup_rebalances_total{{{C}}}[10m])[$__range:1m]))"),
+                                          f"kafka_consumergroup_rebalances_total{{{C}}}[10m])[$__range:5m]))"),
                    colored=True),
             Column("Partitions moved", of_ranked(
                 f"max by (cluster, group) (increase(kafka_consumergroup_partitions_moved_total{{{C}}}[$__range]))")),
