@@ -75,6 +75,11 @@ EXPORTED = frozenset({
     "rebalance_monitor_last_batch_timestamp_seconds",
     "rebalance_monitor_skipped_offsets_total",
     "rebalance_monitor_query_restarts_total",
+    "kafka_consumergroup_total_lag", "kafka_consumergroup_max_lag_seconds", "kafka_consumergroup_topic_total_lag",
+    "kafka_consumergroup_topic_max_lag_seconds", "rebalance_monitor_ready", "rebalance_monitor_build_info",
+    "rebalance_monitor_input_lag_seconds", "rebalance_monitor_jvm_memory_bytes",
+    "rebalance_monitor_jvm_gc_collections_total", "rebalance_monitor_jvm_gc_collection_seconds_total",
+    "rebalance_monitor_jvm_process_resident_memory_bytes", "rebalance_monitor_jvm_process_cpu_seconds_total",
 })
 HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds", "kafka_consumergroup_rebalance_duration_seconds"})
 SERIES_NAMES = EXPORTED | {h + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")}
@@ -93,7 +98,7 @@ REQUIRED_ALERTS = {
 SCOPES = {"group", "cluster", "monitor"}
 # Grafana's variables, replaced by something PromQL parses.
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h",
-                     "$cluster": ".*", "$group": ".*"}
+                     "$cluster": ".*", "$group": ".*", "$topn": "10"}
 
 
 def metric_names(text: str) -> set[str]:
