@@ -31,7 +31,7 @@ from streaming.metrics.groups import (
 )
 from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.lag import LAG_FAMILIES, LagSeries, member_partitions
-from streaming.metrics.live import LIVE_FAMILIES, LIVE_NAMES, state_lines
+from streaming.metrics.live import LIVE_FAMILIES, LIVE_NAMES, RETENTION_FAMILIES, state_lines
 from streaming.protocol import GroupSummary, TopicPartition
 
 
@@ -106,7 +106,7 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     per_partition = lag_granularity == "partition"
     kafka_exporter = compat_mode == "kafka_exporter"
     instruments = JobMetrics(cluster, tracker)
-    families = [*GROUP_FAMILIES, *LIVE_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES]
+    families = [*GROUP_FAMILIES, *LIVE_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES, *RETENTION_FAMILIES]
     if kafka_exporter:
         families += [*compat.GROUP_FAMILIES, *compat.LAG_FAMILIES]
     exporter = Exporter(families, instruments, max_series)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from streaming.live.view import Shown
 from streaming.metrics.exposition import Family, Lines, escape, number
 from streaming.metrics.groups import histogram
+from streaming.protocol import TopicPartition
 
 G, C = "gauge", "counter"
 STATE = Family("kafka_consumergroup_state", G,
@@ -36,6 +37,16 @@ OBSERVED_DURATION = Family("kafka_consumergroup_observed_rebalance_duration_seco
                            "to the first finding it Stable or Empty (join phase included; exact to a poll interval).")
 LIVE_FAMILIES = (STATE, STATE_SINCE, REBALANCING_SINCE, REBALANCE_TIMEOUT, REBALANCING_MEMBERS, OBSERVED_DURATION)
 LIVE_NAMES = tuple(f.name for f in LIVE_FAMILIES)
+
+RECORDS_LOST = Family("kafka_consumergroup_records_lost_total", C,
+                      "Records deleted (retention, kafka-delete-records) below the group's committed offset: never "
+                      "consumed by the group. Counted once each, when a log-start sample passes the commit.")
+MARGIN = Family("kafka_consumergroup_retention_margin_records", G,
+                "Committed offset minus the partition's log start: records retention may still delete before the "
+                "group loses any (negative: lost); --lag-granularity partition only.")
+MIN_MARGIN = Family("kafka_consumergroup_min_retention_margin_records", G,
+                    "Smallest retention margin over the group's committed partitions.")
+RETENTION_FAMILIES = (RECORDS_LOST, MARGIN, MIN_MARGIN)
 
 POLLER_FAMILIES = {
     "rounds": Family("rebalance_monitor_live_polls_total", C, "Live group state polls done."),
@@ -65,6 +76,19 @@ def state_lines(cluster: str, group: str, shown: Shown, durations: tuple[tuple[i
     if cumulative:
         histogram(lines, OBSERVED_DURATION, (("group", group),), cumulative, total)
     return lines
+
+
+def retention_lines(lines: Lines, group: str, margins: Mapping[TopicPartition, int], lost: Mapping[str, int],
+                    per_partition: bool) -> None:
+    """A group's retention margins (per partition when ``per_partition``, and the smallest) and records lost."""
+    if per_partition:
+        for (topic, partition), records in sorted(margins.items()):
+            lines.add(MARGIN, (("group", group), ("topic", topic), ("partition", str(partition))), records)
+    if margins:
+        lines.add(MIN_MARGIN, (("group", group),), min(margins.values()))
+    # Zero for every committed topic, so that the first loss is an increase Prometheus can see.
+    for topic in sorted({topic for topic, _ in margins} | lost.keys()):
+        lines.add(RECORDS_LOST, (("group", group), ("topic", topic)), lost.get(topic, 0))
 
 
 def poller_text(cluster: str, rounds: int, requests: Mapping[str, int], errors: Mapping[str, int],
