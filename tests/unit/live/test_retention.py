@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from streaming.driver.publish import build_publishing
-from streaming.lag.tracker import LagTracker
 from streaming.groups.stage import CommittedOffset, GroupOffsets
+from streaming.lag.tracker import LagTracker
 from streaming.live.retention import LostRecords
 from tests.unit.metrics.test_exporter import Clock, orders_summary, scrape
 
