@@ -11,6 +11,7 @@ state with the live poll's. The exporter only stores.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from streaming.advisor.background import AdvisorPass
@@ -31,7 +32,7 @@ from streaming.metrics.groups import (
 )
 from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.lag import LAG_FAMILIES, LagSeries, member_partitions
-from streaming.metrics.live import LIVE_FAMILIES, LIVE_NAMES, RETENTION_FAMILIES, state_lines
+from streaming.metrics.live import HEALTH, LIVE_FAMILIES, LIVE_NAMES, RETENTION_FAMILIES, state_lines
 from streaming.protocol import GroupSummary, TopicPartition
 
 
@@ -65,6 +66,7 @@ class Publisher:
         lines = group_lines(self.cluster, summary, committed, offsets.commits_total if offsets else 0,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
+        self.lag.health.rebalanced(group, summary.rebalances_total, time.time())
         self.states.from_offsets(summary)
         self.lag.update(group, committed, member_partitions(summary, assignments, self.member_mode),
                         offsets.last_commit_ms / 1000 if offsets else 0.0)
@@ -82,6 +84,7 @@ class Publisher:
     def _put_state(self, group: str, shown: Shown, durations: tuple[tuple[int, ...], float]) -> None:
         """The state view's result for ``group`` (the sink's or the live poller's thread): only while the group
         is exported, so a poll cannot bring back a group that was removed."""
+        self.lag.health.state(group, shown.state)
         self.exporter.put(group, state_lines(self.cluster, group, shown, durations), LIVE_NAMES, if_present=True)
 
     def publish_advice(self, group: str, ratios: Mapping[str, float] | None) -> None:
@@ -106,7 +109,8 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     per_partition = lag_granularity == "partition"
     kafka_exporter = compat_mode == "kafka_exporter"
     instruments = JobMetrics(cluster, tracker)
-    families = [*GROUP_FAMILIES, *LIVE_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES, *RETENTION_FAMILIES]
+    families = [*GROUP_FAMILIES, *LIVE_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES, *RETENTION_FAMILIES,
+                HEALTH]
     if kafka_exporter:
         families += [*compat.GROUP_FAMILIES, *compat.LAG_FAMILIES]
     exporter = Exporter(families, instruments, max_series)

@@ -47,6 +47,9 @@ MARGIN = Family("kafka_consumergroup_retention_margin_records", G,
 MIN_MARGIN = Family("kafka_consumergroup_min_retention_margin_records", G,
                     "Smallest retention margin over the group's committed partitions.")
 RETENTION_FAMILIES = (RECORDS_LOST, MARGIN, MIN_MARGIN)
+HEALTH = Family("kafka_consumergroup_health", G,
+                "1 for the group's verdict over a sliding window: status OK, WARN or ERR, reason ok, rebalancing, "
+                "stopped, stalled, storm, rewinding or lagging (rules: streaming/live/health.py, docs/metrics.md).")
 
 POLLER_FAMILIES = {
     "rounds": Family("rebalance_monitor_live_polls_total", C, "Live group state polls done."),
