@@ -107,7 +107,9 @@ class LivePoller:
                     continue
                 answered = True
                 for g in groups:
-                    listed[g["group_id"]] = (g.get("group_state") or "Unknown", g.get("group_type") or "classic")
+                    if not g.get("group_state"):
+                        continue  # ListGroups before v4 (Kafka < 2.6) has no state: the offsets topic's is shown
+                    listed[g["group_id"]] = (g["group_state"], g.get("group_type") or "classic")
                     coordinators[g["group_id"]] = broker
         except Exception as exc:  # no client, no broker list: nothing listed this round
             errors[error_reason(exc)] += 1
