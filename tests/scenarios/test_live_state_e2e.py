@@ -68,9 +68,13 @@ def test_a_stuck_classic_rebalance_is_shown_live_and_alerted(live_scene, kafka_b
     joined_at = time.monotonic()
     seen: list[tuple[float, list[str]]] = []
     fired_at = None
+    verdicts: set[tuple[str, str]] = set()
     while time.monotonic() - joined_at < 3 * MAX_POLL_MS / 1000:
-        states = state_of(scrape(monitor), group)
+        samples = scrape(monitor)
+        states = state_of(samples, group)
         seen.append((time.monotonic() - joined_at, states))
+        verdicts |= {(dict(labels)["status"], dict(labels)["reason"])
+                     for labels in series(samples, "kafka_consumergroup_health", group=group)}
         if fired_at is None and any(a["labels"].get("group") == group and a["state"] == "firing"
                                     for a in prometheus.alerts("GroupRebalanceStuck")):
             fired_at = time.monotonic() - joined_at
@@ -93,6 +97,8 @@ def test_a_stuck_classic_rebalance_is_shown_live_and_alerted(live_scene, kafka_b
     assert fired_at is not None and fired_at < completed_at + 5, (
         f"GroupRebalanceStuck did not fire during the stuck rebalance (fired at {fired_at}, completed at "
         f"{completed_at}): {since}")
+    # The verdict follows the live state: nothing arrives on the topic, so a rebalance is a WARN, not an ERR.
+    assert ("WARN", "rebalancing") in verdicts and ("OK", "ok") in verdicts, verdicts
     # The part of the rebalance the offsets topic cannot see, measured from the live view.
     samples = wait_for(monitor, lambda s: (value(s, "kafka_consumergroup_observed_rebalance_duration_seconds_count",
                                                  group=group) or 0) >= 1, "an observed rebalance duration")
