@@ -10,9 +10,9 @@ The rule, applied per group whenever either source changes:
 
 1. the **live** state wins while it is fresh (the group was listed within ``stale_after_s``),
    because it is the newer observation;
-2. except that a rebalance the offsets topic has *completed* (its last rebalance is later
-   than the moment the live view first saw the group rebalancing) is over: the offsets-topic
-   state wins until the next poll, which will agree with it;
+2. except that a rebalance the offsets topic has *completed* (a new generation or group epoch
+   whose records are later than the moment the live view first saw the group rebalancing) is
+   over: the offsets-topic state wins until the next poll, which will agree with it;
 3. otherwise (poller off or failing, group not listed yet) the **offsets-topic** state.
 
 So exactly one ``kafka_consumergroup_state`` line exists per group and the two views are never
@@ -46,19 +46,22 @@ class Shown:
 
 @dataclass(frozen=True)
 class FromOffsets:
-    """The offsets-topic view of a group: its derived state, last completed rebalance and rebalance timeout."""
+    """The offsets-topic view of a group: its derived state, its generation (or group epoch), when the records
+    of that generation were written (the latest record time the job had read when the generation changed; None
+    before any) and its rebalance timeout."""
 
     state: str
-    last_rebalance_ms: int | None
+    completed_ms: int | None
     rebalance_timeout_ms: int | None
+    generation: int | None = None
 
 
 def choose(offsets: FromOffsets, live: LiveGroup | None, now_s: float, stale_after_s: float) -> str:
     """Which view's state is shown: "live" or "offsets" (rules 1-3 of the module docstring)."""
     if live is None or now_s - live.seen_s > stale_after_s:
         return "offsets"
-    if (live.rebalancing_since_s is not None and offsets.last_rebalance_ms is not None
-            and offsets.last_rebalance_ms / 1000 > live.rebalancing_since_s):
+    if (live.rebalancing_since_s is not None and offsets.completed_ms is not None
+            and offsets.completed_ms / 1000 > live.rebalancing_since_s):
         return "offsets"
     return "live"
 
@@ -83,8 +86,12 @@ class StateView:
     def from_offsets(self, summary: GroupSummary) -> None:
         """The group stage changed ``summary.group``: reconcile and render it (the sink's thread)."""
         with self._lock:
-            self._offsets[summary.group] = FromOffsets(summary.state, summary.last_rebalance_ms,
-                                                       summary.rebalance_timeout_ms)
+            before = self._offsets.get(summary.group)
+            completed = before.completed_ms if before is not None else None
+            if before is None or before.generation != summary.generation:
+                completed = max(summary.last_rebalance_ms or 0, summary.last_seen_ms) or None
+            self._offsets[summary.group] = FromOffsets(summary.state, completed, summary.rebalance_timeout_ms,
+                                                       summary.generation)
             self._update(summary.group)
 
     def refresh(self, groups: Iterable[str]) -> None:
@@ -124,8 +131,7 @@ class StateView:
             rebalancing_since, members = live.rebalancing_since_s, live.members
         else:
             state, members = offsets.state, None
-            since = (offsets.last_rebalance_ms / 1000 if state == "Stable" and offsets.last_rebalance_ms
-                     else now)
+            since = offsets.completed_ms / 1000 if state == "Stable" and offsets.completed_ms else now
             rebalancing_since = since if state in REBALANCING else None
         if before is not None and before.state == state:
             since = min(since, before.since_s)

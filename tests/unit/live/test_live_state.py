@@ -60,12 +60,12 @@ def test_only_classic_groups_rebalancing_or_changed_are_described_longest_first_
 
 
 def test_the_fresh_live_state_wins_unless_the_log_completed_that_rebalance_since():
-    offsets = FromOffsets("Stable", last_rebalance_ms=100_000, rebalance_timeout_ms=30_000)
+    offsets = FromOffsets("Stable", completed_ms=100_000, rebalance_timeout_ms=30_000, generation=4)
     rebalancing = LiveGroup("PreparingRebalance", CLASSIC, since_s=120.0, seen_s=150.0, rebalancing_since_s=120.0)
     assert choose(offsets, rebalancing, 155.0, 30.0) == "live"
     assert choose(offsets, rebalancing, 181.0, 30.0) == "offsets"  # three polls missed: stale
     assert choose(offsets, None, 155.0, 30.0) == "offsets"
-    completed = dataclasses.replace(offsets, last_rebalance_ms=125_000)
+    completed = dataclasses.replace(offsets, completed_ms=125_000, generation=5)
     assert choose(completed, rebalancing, 155.0, 30.0) == "offsets"
     stable = LiveGroup("Stable", CLASSIC, since_s=126.0, seen_s=150.0)
     assert choose(completed, stable, 155.0, 30.0) == "live"
@@ -99,3 +99,20 @@ def test_metrics_show_one_state_per_group_switching_source_without_contradiction
     publisher.remove("orders")
     publisher.states.refresh(["orders"])
     assert states() == []
+
+
+def test_a_generation_read_after_the_live_view_saw_the_rebalance_ends_it():
+    """The live poll saw the group forming (PreparingRebalance at t=1,700,000,050); the offsets topic then
+    brings its generation written at 1,700,000,060: the rebalance is over, Stable is shown until the next poll."""
+    clock = [1_700_000_065.0]
+    publisher = build_publishing("c", LagTracker(interval_s=10), live_poll_seconds=10)
+    publisher.states._clock = lambda: clock[0]
+    publisher.states.live.observe(listing(orders="PreparingRebalance"), 1_700_000_050.0, True)
+    publisher.publish(orders_summary(), None)
+    shown = publisher.states.shown("orders")
+    assert shown is not None and (shown.state, shown.source) == ("Stable", "offsets")
+    publisher.states.live.observe(listing(orders="Stable"), 1_700_000_066.0, True)
+    publisher.states.refresh(["orders"])
+    shown = publisher.states.shown("orders")
+    assert shown is not None and (shown.state, shown.source) == ("Stable", "live")
+    assert shown.since_s == 1_700_000_060.0  # the same state: its earlier start is kept
