@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaTopicPartition
+from kafka import errors as Errors
 from kafka.structs import OffsetAndMetadata
 
 from streaming.live.config import DEFAULT_DESCRIBE_MAX
@@ -31,7 +32,14 @@ from testbed.workload import Admin
 def make_groups(admin: KafkaAdminClient, topic: str, start: int, stop: int) -> None:
     offsets = {KafkaTopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)}
     for i in range(start, stop):
-        admin.alter_group_offsets(f"bench-{i:06d}", offsets)
+        for attempt in range(60):  # the first commit creates __consumer_offsets: no coordinator until it exists
+            try:
+                admin.alter_group_offsets(f"bench-{i:06d}", offsets)
+                break
+            except Errors.CoordinatorNotAvailableError:
+                if attempt == 59:
+                    raise
+                time.sleep(0.5)
 
 
 def measure(bootstrap: str, steady_polls: int = 5) -> dict[str, object]:
