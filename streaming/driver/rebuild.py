@@ -40,6 +40,7 @@ class RebuildLimit:
 
     seconds: float | None  # None: never rebuild (--rebuild-after-seconds 0)
     source: str
+    assumed: bool = False  # the cluster did not say: asked again at the next start
 
 
 def rebuild_limit(configured: float | None, describe: Callable[[], DeleteRetention], topic: str) -> RebuildLimit:
@@ -54,7 +55,8 @@ def rebuild_limit(configured: float | None, describe: Callable[[], DeleteRetenti
     log.warning("could not read delete.retention.ms of %s (%s); assuming Kafka's default of %.0fs. Grant the job's "
                 "principal DescribeConfigs on topic %s, or set --rebuild-after-seconds to the topic's "
                 "delete.retention.ms in seconds", topic, found.source, KAFKA_DEFAULT_DELETE_RETENTION_MS / 1000, topic)
-    return RebuildLimit(KAFKA_DEFAULT_DELETE_RETENTION_MS / 1000, "Kafka's default delete.retention.ms (assumed)")
+    return RebuildLimit(KAFKA_DEFAULT_DELETE_RETENTION_MS / 1000, "Kafka's default delete.retention.ms (assumed)",
+                        assumed=True)
 
 
 class CheckpointCheck:
@@ -67,6 +69,7 @@ class CheckpointCheck:
         self.limit = limit
         self.instruments = instruments
         self.clock = clock
+        self._known: RebuildLimit | None = None  # read once: a restart while the cluster is away still has it
 
     def run(self) -> bool:
         """True when the checkpoint was set aside: the query must then start from the topic's beginning."""
@@ -76,7 +79,9 @@ class CheckpointCheck:
         metrics.checkpoint_age.labels(metrics.cluster).set(age)
         if last_ms is None:
             return False
-        limit = self.limit()
+        limit = self._known or self.limit()
+        if not limit.assumed:
+            self._known = limit
         if limit.seconds is None or age < limit.seconds:
             log.info("checkpoint is %.0fs old; resuming from it (rebuilt after %s)", age,
                      "never" if limit.seconds is None else f"{limit.seconds:.0f}s, {limit.source}")

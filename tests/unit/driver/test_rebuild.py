@@ -120,7 +120,7 @@ def test_the_limit_from_the_option_the_cluster_or_kafkas_default(caplog):
     caplog.set_level(logging.WARNING, logger="rebalance_monitor")
     refused = DeleteRetention(None, "DescribeConfigs on topic __consumer_offsets gave no delete.retention.ms")
     assert rebuild_limit(None, lambda: refused, "__consumer_offsets") == RebuildLimit(
-        86_400, "Kafka's default delete.retention.ms (assumed)")
+        86_400, "Kafka's default delete.retention.ms (assumed)", assumed=True)
     assert "could not read delete.retention.ms of __consumer_offsets (DescribeConfigs on topic" in caplog.text
     assert "Grant the job's principal DescribeConfigs on topic __consumer_offsets, or set --rebuild-after-seconds" in (
         caplog.text)
@@ -133,3 +133,17 @@ def test_a_negative_limit_is_refused(value):
 
     with pytest.raises((OptionError, SystemExit)):
         parse_args(["--bootstrap-server", "b:9092", "--rebuild-after-seconds", value])
+
+
+def test_the_limit_is_read_once_unless_it_was_assumed(tmp_path):
+    answers = [RebuildLimit(86_400, "Kafka's default delete.retention.ms (assumed)", assumed=True),
+               RebuildLimit(50, "delete.retention.ms of topic __consumer_offsets"),
+               RebuildLimit(10, "should not be asked")]
+    checkpoint = checkpoint_with_history(tmp_path, int((NOW - 100) * 1000))
+    check = CheckpointCheck(checkpoint, lambda: answers.pop(0), JobMetrics("c", LagTracker()), clock=lambda: NOW - 60)
+    assert not check.run()  # 40 s old, 86,400 s assumed
+    assert not check.run()  # 40 s old, 50 s read
+    assert len(answers) == 1
+    check.clock = lambda: NOW
+    assert check.run()  # 100 s old against the 50 s read before, not asked again
+    assert len(answers) == 1
