@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from streaming.cluster.client import DeleteRetention
-from streaming.groups.store import discard, last_batch_time_ms
+from streaming.groups.store import discard, discard_pending, last_batch_time_ms
 from streaming.logs.events import _RUN_ID_FILE
 from streaming.metrics.instruments import JobMetrics
 
@@ -77,6 +77,11 @@ class CheckpointCheck:
         last_ms = last_batch_time_ms(self.checkpoint_dir / "spark")
         age = 0.0 if last_ms is None else max(0.0, self.clock() - last_ms / 1000)
         metrics.checkpoint_age.labels(metrics.cluster).set(age)
+        if discard_pending(self.checkpoint_dir):
+            log.warning("the checkpoint was being set aside when the job stopped; group state is rebuilt from the "
+                        "beginning of the offsets topic")
+            self._set_aside()
+            return True
         if last_ms is None:
             return False
         limit = self._known or self.limit()
@@ -89,8 +94,12 @@ class CheckpointCheck:
         log.warning("checkpoint is %.0fs old, older than %.0fs (%s): tombstones written since may be gone from the "
                     "offsets topic, so group state is rebuilt from its beginning (the event log keeps its history)",
                     age, limit.seconds, limit.source)
-        discard(self.checkpoint_dir)
-        # A new event-log run: the rebuilt query's batch ids start at 0 again.
-        (self.checkpoint_dir / _RUN_ID_FILE).unlink(missing_ok=True)
+        self._set_aside()
         metrics.state_rebuilds.labels(metrics.cluster, REASON).inc()
         return True
+
+    def _set_aside(self) -> None:
+        # A new event-log run first: the rebuilt query's batch ids start at 0 again, and must not
+        # replace the files of the run set aside, however far the discard gets.
+        (self.checkpoint_dir / _RUN_ID_FILE).unlink(missing_ok=True)
+        discard(self.checkpoint_dir)

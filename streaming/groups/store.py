@@ -48,6 +48,7 @@ DELTA_COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timesta
                         "kafka_partition", "kafka_offset"]
 DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset",
                         "decoded"]
+DISCARDED = "spark.discarded"  # Spark's checkpoint on its way out (see discard)
 _ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
 
 
@@ -86,14 +87,19 @@ def last_batch_time_ms(spark_checkpoint: Path) -> int | None:
 
 def discard(checkpoint_dir: Path) -> None:
     """Remove Spark's checkpoint and the group stage's state, so the next start reads the topic from
-    its beginning; the event log and dead letters beside them stay. Spark's part goes first, by a
-    rename: a kill part-way leaves a checkpoint without a Spark part, which reads afresh as well."""
-    spark = checkpoint_dir / "spark"
-    doomed = checkpoint_dir / f".spark.discarded.{os.getpid()}"
+    its beginning; the event log and dead letters beside them stay. Spark's part is first renamed:
+    a kill part-way leaves :func:`discard_pending` true, and the next start finishes the job."""
+    spark, doomed = checkpoint_dir / "spark", checkpoint_dir / DISCARDED
     if spark.exists():
+        shutil.rmtree(doomed, ignore_errors=True)
         os.rename(spark, doomed)
     shutil.rmtree(checkpoint_dir / "monitor" / "state", ignore_errors=True)
     shutil.rmtree(doomed, ignore_errors=True)
+
+
+def discard_pending(checkpoint_dir: Path) -> bool:
+    """Whether a :func:`discard` was cut short."""
+    return (checkpoint_dir / DISCARDED).exists()
 
 
 class StateStore:

@@ -54,12 +54,13 @@ def compacting_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loca
 
 
 class Committer(threading.Thread):
-    """Commits an offset for a group of its own every 200 ms: the offsets topic keeps rolling segments
-    and stays dirty enough for the cleaner to run."""
+    """Commits an offset of ``topic`` for a group of its own every 200 ms: the offsets topic keeps rolling
+    segments and stays dirty enough for the cleaner to run."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True, name="committer")
         self.bootstrap = bootstrap
+        self.topic = topic
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -68,7 +69,7 @@ class Committer(threading.Thread):
             offset = 0
             while not self.done.wait(0.2):
                 offset += 1
-                consumer.commit({TopicPartition("committed", 0): OffsetAndMetadata(offset, "", -1)})
+                consumer.commit({TopicPartition(self.topic, 0): OffsetAndMetadata(offset, "", -1)})
         finally:
             consumer.close()
 
@@ -87,8 +88,8 @@ def test_a_checkpoint_older_than_delete_retention_rebuilds_group_state(spark, co
                                                                         caplog):
     bootstrap = compacting_broker.bootstrap
     admin = Admin(bootstrap)
-    committer = Committer(bootstrap)
     topic, group = "orders", "ghosts"
+    committer = Committer(bootstrap, topic)
     parts = [(topic, 0), (topic, 1)]
     args = ("--include-groups", f"^{group}$")
     stable = "Stable"
@@ -97,11 +98,15 @@ def test_a_checkpoint_older_than_delete_retention_rebuilds_group_state(spark, co
         committer.start()
         crew = [Member(bootstrap, group, [topic], f"K{i}", protocol="consumer") for i in range(2)]
         members.extend(crew)
-        start_members(crew)
-        wait_balanced(crew, parts)
+        start_members(crew[:1])
+        wait_balanced(crew[:1], parts)
 
         job = start_monitor(spark, bootstrap, tmp_path, *args)
         try:
+            wait_for(job, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 1
+                     and value(s, "kafka_consumergroup_state", group=group, state=stable) == 1, "K0 alone")
+            start_members(crew[1:])  # a rebalance the event log keeps
+            wait_balanced(crew, parts)
             before = wait_for(job, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 2
                               and value(s, "kafka_consumergroup_state", group=group, state=stable) == 1, "two members")
             assert value(before, "rebalance_monitor_checkpoint_age_seconds") == 0  # no checkpoint yet

@@ -147,3 +147,14 @@ def test_the_limit_is_read_once_unless_it_was_assumed(tmp_path):
     check.clock = lambda: NOW
     assert check.run()  # 100 s old against the 50 s read before, not asked again
     assert len(answers) == 1
+
+
+def test_a_set_aside_cut_short_is_finished_at_the_next_start(tmp_path):
+    checkpoint = checkpoint_with_history(tmp_path, int(NOW * 1000))  # young: no reason of its own
+    run_id = run_id_for_checkpoint(checkpoint)
+    (checkpoint / "spark").rename(checkpoint / "spark.discarded")  # killed right after the rename
+    rebuilt, metrics = check(checkpoint, RebuildLimit(100, "delete.retention.ms of topic __consumer_offsets"))
+    assert rebuilt
+    assert sorted(p.name for p in checkpoint.iterdir()) == ["events", "monitor"]
+    assert run_id_for_checkpoint(checkpoint) != run_id
+    assert gauges(metrics) == (0.0, 0.0)  # the rebuild was counted by the process that started it
