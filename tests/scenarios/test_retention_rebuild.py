@@ -19,7 +19,6 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from decoders import decode
-from streaming.logs.events import run_id_for_checkpoint
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 from tests.support.monitor_helpers import scrape, start_monitor, value, wait_for
@@ -113,8 +112,7 @@ def test_a_checkpoint_older_than_delete_retention_rebuilds_group_state(spark, co
         finally:
             job.stop()
         epoch = value(before, "kafka_consumergroup_generation", group=group)
-        checkpoint = tmp_path / "checkpoint"
-        first_run = run_id_for_checkpoint(checkpoint)
+        first_run = job.event_log.run_id
         history = {p: p.read_bytes() for p in job.event_log.files()}
         assert history, "the first run logged the group's rebalances"
 
@@ -160,5 +158,5 @@ def test_a_checkpoint_older_than_delete_retention_rebuilds_group_state(spark, co
     assert "group state is rebuilt from its beginning" in caplog.text
     assert "delete.retention.ms of topic __consumer_offsets" in caplog.text
     # The event log keeps the earlier runs' history untouched; the rebuilt query writes a new run.
-    assert job.event_log.run_id == run_id_for_checkpoint(checkpoint) != first_run
+    assert job.event_log.run_id != first_run
     assert all(Path(p).read_bytes() == content for p, content in history.items())
