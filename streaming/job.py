@@ -32,6 +32,7 @@ from streaming.cluster.client import (
     UnsupportedKafkaOption,
     check_access,
     client_config_from_kafka_options,
+    describe_delete_retention,
     redact,
     secret_values,
 )
@@ -39,6 +40,7 @@ from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.driver.health import Health
 from streaming.driver.publish import build_publishing
 from streaming.driver.query import DRAIN_SECONDS, QueryRunner
+from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
 from streaming.driver.retry import RetryClock
 from streaming.jars import connector_jars
 from streaming.lag.poller import LogEndPoller
@@ -85,8 +87,13 @@ class Monitor:
                                     tls_key=metrics.tls_key, basic_auth_file=metrics.basic_auth_file,
                                     healthy=self.health.healthy, ready=self.health.ready)
         self.event_log = EventLog(options.driver.event_log_path)
+        topic = options.source.topic
+        self.checkpoint_check = CheckpointCheck(options.driver.checkpoint_dir, lambda: rebuild_limit(
+            options.driver.rebuild_after_seconds,
+            lambda: describe_delete_retention(options.kafka.bootstrap_servers, client_config, topic), topic),
+            self.instruments)
         self.runner = QueryRunner(spark, options, self.publisher, self.event_log,
-                                  TopicNames(self.metadata.topic_names), self.health)
+                                  TopicNames(self.metadata.topic_names), self.health, self.checkpoint_check)
         components: list[Component] = [self.server, self.metadata, self.runner, self.publisher.lag, self.advisor,
                                        self.poller]
         self.live_poller: LivePoller | None = None

@@ -41,6 +41,7 @@ import re
 import ssl
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -268,3 +269,71 @@ class LazyClient:
                 client.close()
             except Exception:
                 log.debug("closing the %s failed", self._what, exc_info=True)
+
+
+def config_values(answer: Mapping[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """kafka-python's ``describe_configs`` answer as resource name -> {config name: value}, for one
+    resource type (``"topic"``, ``"broker"``). kafka-python drops a resource's own error code (an
+    authorization failure, an unknown topic): such a resource comes back without configs."""
+    return {name: {key: entry.get("value") for key, entry in configs.items()}
+            for name, configs in (answer.get(resource_type) or {}).items()}
+
+
+@dataclass(frozen=True)
+class DeleteRetention:
+    """How long the cluster keeps a compacted topic's tombstones, and where that was read."""
+
+    ms: int | None  # None: neither the topic's nor the broker's setting could be read
+    source: str  # "topic X", "broker N" or, when ms is None, why not
+
+
+def describe_delete_retention(bootstrap_servers: str, client_config: Mapping[str, Any], topic: str,
+                              timeout_s: float = 10.0) -> DeleteRetention:
+    """``topic``'s ``delete.retention.ms`` (DescribeConfigs on the topic: its effective value, the broker
+    default included), else the broker default ``log.cleaner.delete.retention.ms`` of the broker leading
+    its first partition (DescribeConfigs on the cluster). Never raises: a refusal or an unreachable
+    cluster comes back as ``ms=None`` with the reason."""
+    from kafka import KafkaAdminClient
+
+    try:
+        admin = KafkaAdminClient(**{"bootstrap_servers": bootstrap_servers,
+                                    "client_id": "rebalance-monitor-retention",
+                                    "bootstrap_timeout_ms": int(timeout_s * 1000),
+                                    "request_timeout_ms": int(timeout_s * 1000), **client_config})
+    except Exception as exc:
+        return DeleteRetention(None, f"no broker answered ({type(exc).__name__})")
+    try:
+        return delete_retention(admin, topic)
+    finally:
+        admin.close()
+
+
+def delete_retention(admin: Any, topic: str) -> DeleteRetention:
+    """:func:`describe_delete_retention` over an open kafka-python admin client."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    reasons = []
+    for kind, name, key in _retention_resources(admin, topic):
+        try:
+            resource = ConfigResource(getattr(ConfigResourceType, kind.upper()), name, [key])
+            value = config_values(admin.describe_configs([resource], config_filter="all"), kind)
+        except Exception as exc:  # refused as a whole, timed out, connection lost
+            reasons.append(f"DescribeConfigs on {kind} {name} failed: {type(exc).__name__}: {exc}")
+            continue
+        found = value.get(name, {}).get(key)
+        if found is not None:
+            return DeleteRetention(int(found), f"{kind} {name}")
+        reasons.append(f"DescribeConfigs on {kind} {name} gave no {key} (not authorized, or no such {kind})")
+    return DeleteRetention(None, "; ".join(reasons))
+
+
+def _retention_resources(admin: Any, topic: str) -> Iterator[tuple[str, str, str]]:
+    """Where a tombstone's retention is read, in order: the topic, then the broker leading the topic."""
+    yield "topic", topic, "delete.retention.ms"
+    try:
+        partitions = admin.describe_topics([topic])[0].get("partitions") or []
+        leaders = sorted(p["leader"] for p in partitions if p.get("leader", -1) >= 0)
+    except Exception:  # no such topic yet, or not allowed to describe it
+        leaders = []
+    if leaders:
+        yield "broker", str(leaders[0]), "log.cleaner.delete.retention.ms"

@@ -21,6 +21,11 @@ class DriverConfig(Config):
         "after the streaming query fails (a batch's read outlasting the source's poll timeout, a failing "
         "checkpoint or event-log volume), start it again from the checkpoint, with backoff, for up to this "
         "long without a batch; then exit non-zero (0: exit at the first failure)", type=float))
+    rebuild_after_seconds: float | None = field(default=None, metadata=setting(
+        "at each start of the streaming query, a checkpoint whose last batch is older than this is not resumed: "
+        "group state is rebuilt from the beginning of the offsets topic, whose cleaner may have dropped the "
+        "tombstones written meanwhile (default: the offsets topic's delete.retention.ms; 0: never rebuild)",
+        type=float))
     ready_max_behind_records: int = field(default=10_000, metadata=setting(
         "/-/ready answers 200 once a batch since the query started ends at most this many records short of the "
         "offsets topic's log ends (or a trigger finds nothing new)", type=int))
@@ -40,6 +45,8 @@ class DriverConfig(Config):
     def problems(self) -> list[str]:
         problems = [*positive(self, "trigger_seconds"),
                     *not_negative(self, "query_retry_seconds", "ready_max_behind_records")]
+        if self.rebuild_after_seconds is not None and not self.rebuild_after_seconds >= 0:
+            problems.append(f"{flag(self, 'rebuild_after_seconds')} must not be negative")
         problems += [f"{flag(self, 'spark_conf')} {item.partition('=')[0]!r}: expected KEY=VALUE"
                      for item in self.spark_conf if not item.partition("=")[0].strip() or "=" not in item]
         if self.log_level not in LOG_LEVELS:

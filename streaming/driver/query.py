@@ -3,7 +3,9 @@
 Each start first reloads the group stage from the state of the last batch Spark committed
 (:meth:`streaming.groups.store.StateStore.load`) and publishes it, so ``/metrics`` serves
 every group before the first batch, and a restart after a failure resumes exactly as a new
-process would. Failures reach Spark as one short line (see :func:`short_errors`).
+process would. Before that, a checkpoint too old to resume from is set aside and the query reads
+the topic from its beginning (:mod:`streaming.driver.rebuild`). Failures reach Spark as one short
+line (see :func:`short_errors`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from streaming.cluster.metadata import TopicNames
@@ -19,11 +22,12 @@ from streaming.decode.source import decoded_stream, excluded_groups, validate_gr
 from streaming.driver.health import Health
 from streaming.driver.progress import ProgressListener
 from streaming.driver.publish import Publisher
+from streaming.driver.rebuild import CheckpointCheck
 from streaming.driver.sink import BatchSink
 from streaming.groups.stage import StageLimits
 from streaming.groups.store import StateStore, last_committed_batch
 from streaming.logs.dead_letters import DeadLetterLog
-from streaming.logs.events import EventLog
+from streaming.logs.events import EventLog, run_id_for_checkpoint
 from streaming.options import JobOptions
 
 log = logging.getLogger("rebalance_monitor")
@@ -85,8 +89,10 @@ class QueryRunner:
     name = "streaming-query"
 
     def __init__(self, spark: Any, options: JobOptions, publisher: Publisher, event_log: EventLog,
-                 topic_names: TopicNames, health: Health | None = None) -> None:
+                 topic_names: TopicNames, health: Health | None = None,
+                 checkpoint_check: CheckpointCheck | None = None) -> None:
         self.spark = spark
+        self.checkpoint_check = checkpoint_check
         self.health = health
         self.options = options
         self.publisher = publisher
@@ -98,9 +104,13 @@ class QueryRunner:
         self._listener: ProgressListener | None = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
         self.drain_seconds: float = DRAIN_SECONDS
+        # The checkpoint was set aside in this process: a Spark checkpoint without offsets starts at the
+        # topic's beginning whatever --starting-offsets says (one with offsets ignores the option).
+        self._from_beginning = False
 
     def start(self) -> None:
         validate_group_patterns(self.options.source, self.spark)
+        self._check_checkpoint()
         self._restore(publish=True)
         self._start_query()
 
@@ -109,8 +119,19 @@ class QueryRunner:
         reloaded from the state of the last committed batch, whatever a failed batch left in memory."""
         self._remove_listener()
         self.publisher.instruments.query_restarts.labels(self.publisher.cluster).inc()
+        if self._check_checkpoint() and self.sink is not None:
+            for group in sorted(self.sink.stage.groups):  # shown from the state set aside: the replay shows them anew
+                self.publisher.remove(group)
         self._restore(publish=False)  # what is shown already is at least as new (see BatchSink)
         self._start_query()
+
+    def _check_checkpoint(self) -> bool:
+        """Set a checkpoint too old to resume from aside (see :mod:`streaming.driver.rebuild`); True if it was."""
+        if self.checkpoint_check is None or not self.checkpoint_check.run():
+            return False
+        self._from_beginning = True
+        self.event_log.use_run(run_id_for_checkpoint(self.options.driver.checkpoint_dir))
+        return True
 
     def active(self) -> bool:
         """Whether the query runs (asks Spark's JVM: raises when it does not answer)."""
@@ -146,7 +167,9 @@ class QueryRunner:
         if self.health is not None:
             self.health.query_started()
         checkpoint = options.driver.checkpoint_dir
-        self.query = (decoded_stream(self.spark, options.kafka, options.source).writeStream
+        # A fresh Spark checkpoint starts at startingOffsets; a rebuild needs every record the topic kept.
+        source = replace(options.source, starting_offsets="earliest") if self._from_beginning else options.source
+        self.query = (decoded_stream(self.spark, options.kafka, source).writeStream
                       # Unique per running job: one checkpoint never serves two jobs at once.
                       .queryName(f"rebalance-monitor:{checkpoint.resolve()}")
                       .option("checkpointLocation", str(checkpoint / "spark"))

@@ -16,6 +16,7 @@ Spark runs that batch again with the same offsets, so nothing is applied twice o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -47,6 +48,7 @@ DELTA_COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timesta
                         "kafka_partition", "kafka_offset"]
 DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset",
                         "decoded"]
+DISCARDED = "spark.discarded"  # Spark's checkpoint on its way out (see discard)
 _ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
 
 
@@ -63,6 +65,41 @@ def last_committed_batch(spark_checkpoint: Path) -> int | None:
         return None
     ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
     return max(ids) if ids else None
+
+
+def last_batch_time_ms(spark_checkpoint: Path) -> int | None:
+    """When the last batch Spark committed was planned (epoch ms), None before the first commit.
+
+    Spark plans a batch (``batchTimestampMs`` in its offset log, ``offsets/<batch>``) before it asks
+    the source for the offsets the batch ends at, so every record after the checkpoint's position
+    was written later than this time. A missing or unreadable offset-log entry falls back to the
+    commit file's modification time, which is later still: an age from either is never too large.
+    """
+    batch = last_committed_batch(spark_checkpoint)
+    if batch is None:
+        return None
+    try:
+        lines = (spark_checkpoint / "offsets" / str(batch)).read_text().splitlines()
+        return int(json.loads(lines[1])["batchTimestampMs"])
+    except (OSError, IndexError, KeyError, TypeError, ValueError):
+        return int((spark_checkpoint / "commits" / str(batch)).stat().st_mtime * 1000)
+
+
+def discard(checkpoint_dir: Path) -> None:
+    """Remove Spark's checkpoint and the group stage's state, so the next start reads the topic from
+    its beginning; the event log and dead letters beside them stay. Spark's part is first renamed:
+    a kill part-way leaves :func:`discard_pending` true, and the next start finishes the job."""
+    spark, doomed = checkpoint_dir / "spark", checkpoint_dir / DISCARDED
+    if spark.exists():
+        shutil.rmtree(doomed, ignore_errors=True)
+        os.rename(spark, doomed)
+    shutil.rmtree(checkpoint_dir / "monitor" / "state", ignore_errors=True)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def discard_pending(checkpoint_dir: Path) -> bool:
+    """Whether a :func:`discard` was cut short."""
+    return (checkpoint_dir / DISCARDED).exists()
 
 
 class StateStore:

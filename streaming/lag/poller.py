@@ -35,7 +35,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka import errors as Errors
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from streaming.cluster.client import LazyClient
+from streaming.cluster.client import LazyClient, config_values
 from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.timestamps import RecordTimestamps
 from streaming.lag.tracker import DEFAULT_LOOKUPS_PER_ROUND, LagTracker
@@ -186,7 +186,7 @@ class LogEndPoller:
             self.tracker.record_timestamp_types(dict.fromkeys(topics, ""), time.time())  # tried: not every round
             return
         found: dict[str, str] = {}
-        for name, configs in _topic_configs(answer).items():
+        for name, configs in config_values(answer, "topic").items():
             value = configs.get("message.timestamp.type")
             if value is not None:
                 found[name] = str(value)
@@ -316,8 +316,3 @@ def _split(tps: list[TopicPartition]) -> list[list[TopicPartition]]:
         return [[tp for tp in tps if tp[0] in first], [tp for tp in tps if tp[0] not in first]]
     return [tps[: len(tps) // 2], tps[len(tps) // 2:]]
 
-
-def _topic_configs(answer: Any) -> dict[str, dict[str, Any]]:
-    """kafka-python's describe_configs answer as topic -> {config name: value}."""
-    return {name: {key: entry.get("value") for key, entry in configs.items()}
-            for name, configs in (answer.get("topic") or {}).items()}

@@ -17,6 +17,8 @@ from streaming.protocol import TopicPartition
 
 disable_created_metrics()  # one *_created series per counter child doubles the job's lines for nothing used
 
+# Why group state was rebuilt from the beginning of the offsets topic (see streaming.driver.rebuild).
+STATE_REBUILD_REASONS = ("checkpoint_age",)
 # Micro-batches take from a fraction of a second to minutes.
 BATCH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -72,6 +74,17 @@ class JobMetrics:
                                       "Times the streaming query failed and the job started it again from its "
                                       "checkpoint.", labels, registry=r)
         self.query_restarts.labels(cluster)  # 0 from the start: increase() sees the first restart
+        self.checkpoint_age = Gauge("rebalance_monitor_checkpoint_age_seconds",
+                                    "Age of the checkpoint the streaming query last started from: the start time "
+                                    "minus when its last committed batch was planned (0: there was none).", labels,
+                                    registry=r)
+        self.state_rebuilds = Counter("rebalance_monitor_state_rebuilds",
+                                      "Times the job set its checkpoint aside and rebuilt group state from the "
+                                      "beginning of the offsets topic, by reason (checkpoint_age: older than "
+                                      "--rebuild-after-seconds, by default the topic's delete.retention.ms).",
+                                      [*labels, "reason"], registry=r)
+        for reason in STATE_REBUILD_REASONS:  # 0 from the start: increase() sees the first rebuild
+            self.state_rebuilds.labels(cluster, reason)
         self.ready = Gauge("rebalance_monitor_ready",
                            "1 once the job has caught up with the offsets topic since its query last started "
                            "(what /-/ready answers), else 0.", labels, registry=r)

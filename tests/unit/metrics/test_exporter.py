@@ -118,7 +118,7 @@ EXPOSED = {
     "kafka_consumergroup_max_lag_seconds",
     "kafka_topic_partition_log_end_offset", "rebalance_monitor_records_total",
     "rebalance_monitor_decode_errors_total", "rebalance_monitor_skipped_offsets_total",
-    "rebalance_monitor_query_restarts_total",
+    "rebalance_monitor_query_restarts_total", "rebalance_monitor_state_rebuilds_total",
     "rebalance_monitor_batch_duration_seconds_bucket", "rebalance_monitor_batch_duration_seconds_count",
     "rebalance_monitor_batch_duration_seconds_sum", "rebalance_monitor_input_lag_records",
     "rebalance_monitor_input_lag_seconds", "rebalance_monitor_last_batch_timestamp_seconds",

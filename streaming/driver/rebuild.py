@@ -1,0 +1,105 @@
+"""A checkpoint too old to resume from: told at each start of the query, and set aside.
+
+Kafka's coordinator ends a KIP-848 member, a deleted group and an expired or deleted offset
+only by writing a tombstone to ``__consumer_offsets``, and the topic's cleaner drops a
+tombstone ``delete.retention.ms`` after it cleaned it (24 h by default). A job resumed from a
+checkpoint older than that may never read them: the member stays (the group reads
+``Reconciling`` for good), the group never expires, stale offsets keep their lag. Kafka's own
+coordinator never has the problem because it loads the whole compacted partition; so does the
+job then: Spark's checkpoint and the group state are removed and the query reads the topic from
+its beginning. The event log keeps its history (a new run: see :mod:`streaming.logs.events`).
+
+The checkpoint's age is measured from when its last committed batch was planned
+(:func:`~streaming.groups.store.last_batch_time_ms`); on a topic that sees no write for a
+long time that errs towards a rebuild, never against one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from streaming.cluster.client import DeleteRetention
+from streaming.groups.store import discard, discard_pending, last_batch_time_ms
+from streaming.logs.events import _RUN_ID_FILE
+from streaming.metrics.instruments import JobMetrics
+
+log = logging.getLogger("rebalance_monitor")
+
+# Kafka's default delete.retention.ms, assumed when the cluster will not say (a warning says so).
+KAFKA_DEFAULT_DELETE_RETENTION_MS = 86_400_000
+REASON = "checkpoint_age"
+
+
+@dataclass(frozen=True)
+class RebuildLimit:
+    """How old a checkpoint may be and still be resumed."""
+
+    seconds: float | None  # None: never rebuild (--rebuild-after-seconds 0)
+    source: str
+    assumed: bool = False  # the cluster did not say: asked again at the next start
+
+
+def rebuild_limit(configured: float | None, describe: Callable[[], DeleteRetention], topic: str) -> RebuildLimit:
+    """``--rebuild-after-seconds`` when given, else the offsets topic's ``delete.retention.ms`` as the
+    cluster says (``describe``); when it will not say, Kafka's default, with a warning naming the
+    ACL that would let the job read it."""
+    if configured is not None:
+        return RebuildLimit(configured or None, "--rebuild-after-seconds")
+    found = describe()
+    if found.ms is not None:
+        return RebuildLimit(found.ms / 1000, f"delete.retention.ms of {found.source}")
+    log.warning("could not read delete.retention.ms of %s (%s); assuming Kafka's default of %.0fs. Grant the job's "
+                "principal DescribeConfigs on topic %s, or set --rebuild-after-seconds to the topic's "
+                "delete.retention.ms in seconds", topic, found.source, KAFKA_DEFAULT_DELETE_RETENTION_MS / 1000, topic)
+    return RebuildLimit(KAFKA_DEFAULT_DELETE_RETENTION_MS / 1000, "Kafka's default delete.retention.ms (assumed)",
+                        assumed=True)
+
+
+class CheckpointCheck:
+    """Run before each start of the streaming query (:meth:`run`): exports the checkpoint's age and,
+    when the checkpoint is older than the limit, discards it."""
+
+    def __init__(self, checkpoint_dir: Path, limit: Callable[[], RebuildLimit], instruments: JobMetrics,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.checkpoint_dir = checkpoint_dir
+        self.limit = limit
+        self.instruments = instruments
+        self.clock = clock
+        self._known: RebuildLimit | None = None  # read once: a restart while the cluster is away still has it
+
+    def run(self) -> bool:
+        """True when the checkpoint was set aside: the query must then start from the topic's beginning."""
+        metrics = self.instruments
+        last_ms = last_batch_time_ms(self.checkpoint_dir / "spark")
+        age = 0.0 if last_ms is None else max(0.0, self.clock() - last_ms / 1000)
+        metrics.checkpoint_age.labels(metrics.cluster).set(age)
+        if discard_pending(self.checkpoint_dir):
+            log.warning("the checkpoint was being set aside when the job stopped; group state is rebuilt from the "
+                        "beginning of the offsets topic")
+            self._set_aside()
+            return True
+        if last_ms is None:
+            return False
+        limit = self._known or self.limit()
+        if not limit.assumed:
+            self._known = limit
+        if limit.seconds is None or age < limit.seconds:
+            log.info("checkpoint is %.0fs old; resuming from it (rebuilt after %s)", age,
+                     "never" if limit.seconds is None else f"{limit.seconds:.0f}s, {limit.source}")
+            return False
+        log.warning("checkpoint is %.0fs old, older than %.0fs (%s): tombstones written since may be gone from the "
+                    "offsets topic, so group state is rebuilt from its beginning (the event log keeps its history)",
+                    age, limit.seconds, limit.source)
+        self._set_aside()
+        metrics.state_rebuilds.labels(metrics.cluster, REASON).inc()
+        return True
+
+    def _set_aside(self) -> None:
+        # A new event-log run first: the rebuilt query's batch ids start at 0 again, and must not
+        # replace the files of the run set aside, however far the discard gets.
+        (self.checkpoint_dir / _RUN_ID_FILE).unlink(missing_ok=True)
+        discard(self.checkpoint_dir)
