@@ -13,6 +13,7 @@ tables; only what it leaves goes through the scalar ``decode``, so both paths ag
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -36,6 +37,7 @@ from decoders.schemas import (
     UINT16,
     UUID,
     VALUE_LAYOUTS,
+    ZERO_UUID,
     Array,
     Layout,
 )
@@ -54,8 +56,9 @@ SCHEMA = pa.schema([
     ("is_tombstone", pa.bool_()),
     ("error", pa.string()),
     ("member_id", pa.string()),
+    ("topic_id", pa.string()),
 ])
-_STRING_COLUMNS = ("group", "topic", "metadata", "error", "member_id")
+_STRING_COLUMNS = ("group", "topic", "metadata", "error", "member_id", "topic_id")
 _NUMERIC_COLUMNS = ("record_type", "partition", "offset", "leader_epoch", "commit_timestamp",
                     "expire_timestamp", "value_version")
 _TOPIC_ID_TAG = (1, 0, 16)  # one tagged field, tag 0, 16 bytes: the topic id of a 4.1+ commit
@@ -78,6 +81,8 @@ def row_of(result: Record | DecodeError) -> dict[str, Any]:
             row.update(offset=value["offset"], leader_epoch=value.get("leaderEpoch"),
                        metadata=value["metadata"], commit_timestamp=value["commitTimestamp"],
                        expire_timestamp=value.get("expireTimestamp"))
+            if value.get("topicId") not in (None, ZERO_UUID):
+                row["topic_id"] = value["topicId"]
     return row
 
 
@@ -174,7 +179,8 @@ class _Fast:
 
     def __init__(self, n: int, position_type: type) -> None:
         self.numeric = {name: np.zeros(n, SCHEMA.field(name).type.to_pandas_dtype()) for name in _NUMERIC_COLUMNS}
-        self.masks = {name: np.zeros(n, bool) for name in ("done", "value", "epoch", "expire")}
+        self.masks = {name: np.zeros(n, bool) for name in ("done", "value", "epoch", "expire", "topic_id")}
+        self.topic_id_at: np.ndarray = np.zeros(n, position_type)  # where a v4 topic id starts in the data
         self.tilings: dict[str, np.ndarray] = {name: np.zeros(2 * n + 1, position_type)
                                                for name in ("group", "topic", "metadata")}
 
@@ -248,6 +254,9 @@ def _scan(keys: _Column, values: _Column, rows: slice, out: _Fast) -> None:
             lone &= values.data[tags[tagged] + step] == expected
         vok[tagged[~lone]] = False
         vok[short] = False
+        found = tagged[lone]
+        out.masks["topic_id"][rows.start + found] = True
+        out.topic_id_at[rows.start + found] = tags[found] + len(_TOPIC_ID_TAG)
 
     masks, numeric = out.masks, out.numeric
     masks["done"][rows] = ok & (vok | ~has_value)
@@ -479,6 +488,27 @@ def _varint(data: np.ndarray, pos: np.ndarray, end: np.ndarray, live: np.ndarray
     return np.where(value & 0x80000000, value - (1 << 32), value), size, truncated, going
 
 
+def _topic_ids(values: _Column, at: np.ndarray, present: np.ndarray) -> pa.Array:
+    """Kafka's text form (unpadded url-safe base64) of the 16-byte topic ids at ``at`` where
+    ``present``, vectorised: each id padded to 18 bytes encodes to 24 characters, the first 22 its
+    own; the zero id (Kafka's "none") is null, as everywhere else."""
+    rows = np.flatnonzero(present)
+    if rows.size == 0:
+        return pa.nulls(len(present), pa.string())
+    raw = values.data[at[rows, None] + np.arange(16)]
+    padded = np.zeros((rows.size, 18), np.uint8)
+    padded[:, :16] = raw
+    encoded = np.frombuffer(base64.urlsafe_b64encode(padded.tobytes()), np.uint8).reshape(rows.size, 24)
+    text = np.ascontiguousarray(encoded[:, :22])
+    offsets = np.arange(0, 22 * rows.size + 1, 22, dtype=np.int32)
+    ids = pa.StringArray.from_buffers(rows.size, pa.py_buffer(offsets), pa.py_buffer(text))
+    keep = present.copy()
+    keep[rows[~raw.any(axis=1)]] = False
+    index = np.zeros(len(present), np.int64)
+    index[rows] = np.arange(rows.size)
+    return ids.take(pa.array(index, mask=~keep))
+
+
 def _every_other(n: int) -> pa.Array:
     """0, 2, 4, ... 2n-2: the indices ``_strings`` takes from a tiling of n rows."""
     return pa.array(np.arange(0, 2 * n, 2, dtype=np.int32 if n < 1 << 30 else np.int64))
@@ -522,6 +552,7 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
         raise ValueError(f"keys and values differ in length: {len(key_array)} != {len(value_array)}")
     key_col, value_col = _view(key_array), _view(value_array)
     fast, strings = _fast_offsets(key_col, value_col)
+    strings["topic_id"] = _topic_ids(value_col, fast.topic_id_at, fast.masks["topic_id"] & fast.masks["value"])
     strings["error"] = pa.nulls(len(key_array), pa.string())
     strings["member_id"] = pa.nulls(len(key_array), pa.string())
 

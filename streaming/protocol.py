@@ -72,10 +72,14 @@ STAGE_SCHEMA = pa.schema([
     ("raw_key", pa.binary()),
     ("raw_value", pa.binary()),
     ("decoded", pa.string()),
+    ("topic_id", pa.string()),
 ])
 """What the decode stage (executors) hands the driver. Offset commits arrive reduced inside
 each task (at most one COMMIT row per group/topic/partition and stretch between two of the
-group's records), raw bytes only for group records and a bounded sample of undecodable ones."""
+group's records), raw bytes only for group records and a bounded sample of undecodable ones.
+A COMMIT row's ``topic_id`` is the id its value carries beside the topic's name (OffsetCommitValue
+v4, Kafka 4.1+; null before, or for Kafka's zero id): the group stage learns KIP-848 topic names
+from it without asking the cluster. State deltas written before it have no such column."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +342,10 @@ class ClusterFacts(Protocol):
 
     def topic_names(self, topic_ids: Collection[str]) -> dict[str, str]:
         """Names of those of ``topic_ids`` the cluster knows (a deleted topic's id is left out)."""
+        ...
+
+    def learn(self, names: Mapping[str, str]) -> None:
+        """Topic id → name pairs the records carry (offset commits' ``topic_id``)."""
         ...
 
     def consumer_session_timeout_ms(self) -> int | None:

@@ -126,6 +126,17 @@ class GroupStage:
         hits, self._limit_hits = self._limit_hits, Counter()
         return hits
 
+    def _learn_topic_ids(self, commits: pa.Table) -> None:
+        """Hand the topic id → name pairs the batch's commits carry to the cluster facts (distinct
+        pairs, found by Arrow: a batch of commits costs a handful of them)."""
+        if self.facts is None or commits.num_rows == 0 or "topic_id" not in commits.column_names:
+            return
+        carried = commits.select(["topic_id", "topic"]).filter(pc.is_valid(commits.column("topic_id")))
+        if carried.num_rows:
+            pairs = carried.group_by(["topic_id", "topic"], use_threads=False).aggregate([])
+            self.facts.learn(dict(zip(pairs.column("topic_id").to_pylist(), pairs.column("topic").to_pylist(),
+                                      strict=True)))
+
     def _apply_commits(self, commits: pa.Table, result: BatchResult) -> None:
         """Apply reduced commits that no group record of the batch comes after (see :meth:`apply_batch`).
 
@@ -176,6 +187,7 @@ class GroupStage:
         between two of the group's records (:func:`streaming.decode.stage.latest_commits`), so each record sees
         the latest commit written before it, however many records and commits a batch holds.
         """
+        self._learn_topic_ids(commits)
         if records.num_rows == 0:
             self._apply_commits(commits, result)
             return

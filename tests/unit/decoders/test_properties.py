@@ -264,6 +264,8 @@ def expected_row(result: Record | DecodeError) -> dict[str, Any]:
             row.update(offset=result.value.offset, leader_epoch=result.value.get("leaderEpoch"),
                        metadata=result.value.metadata, commit_timestamp=result.value.commitTimestamp,
                        expire_timestamp=result.value.get("expireTimestamp"))
+            topic_id = result.value.get("topicId")  # v4 (4.1+ writers); Kafka's zero id means none
+            row["topic_id"] = None if topic_id == "AAAAAAAAAAAAAAAAAAAAAA" else topic_id
     return row
 
 

@@ -153,3 +153,20 @@ def test_departure_without_the_session_timeout_falls_back_to_kafkas_default():
     batches.apply([tombstone(8, "B"), tombstone(7, "B"), tombstone(5, "B"), group_epoch(2)], T0 + 12_000)
     batches.apply([target("A", {ORDERS: [0, 1, 2, 3]}), target_epoch(2)], T0 + 12_500)
     assert batches.events[0].departures == ("left_cleanly",)
+
+
+def test_topic_ids_carried_by_offset_commits_name_topics_without_asking_the_cluster():
+    """Kafka 4.1+ writes the topic's id into each offset commit (OffsetCommitValue v4, tag 0): the decode
+    stage carries it to the group stage, which learns the name from it before folding the group's records."""
+    cluster = Cluster()
+    stage = GroupStage(facts=TopicNames(cluster.describe, lambda: SESSION_MS))
+    key = encode_key(1, {"group": G, "topic": "orders", "partition": 0})
+    value = encode_value(1, 4, {"offset": 3, "leaderEpoch": -1, "metadata": "", "commitTimestamp": T0,
+                                "topicId": ORDERS})
+    batches = Batches(stage)
+    decoded = batches.apply([(key, value)], T0)
+    assert decoded.commits.column("topic_id").to_pylist() == [ORDERS]
+    batches.apply([member_metadata("A"), group_epoch(1), target("A", {ORDERS: [0, 1]}), target_epoch(1),
+                   current("A", 1, {ORDERS: [0, 1]})], T0 + 10)
+    assert stage.assignments(G) == {"A": [("orders", 0), ("orders", 1)]}
+    assert cluster.lookups == []
