@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 TOPIC_ID_TEXT = re.compile(r"^[A-Za-z0-9_-]{22}$")
 SESSION_TIMEOUT_CONFIG = "group.consumer.session.timeout.ms"
+OFFSETS_TOPIC = "__consumer_offsets"
 # Why a topic id has no name (the label of rebalance_monitor_unresolved_topic_ids_total).
 UNRESOLVED_REASONS = ("unknown_topic_id", "metadata_error")
 REFRESH_SECONDS = 5.0  # an id not in the cache asks the cluster at most this often
@@ -71,13 +72,18 @@ class TopicMetadata:
         return self._describe([uuid.UUID(bytes=_id_bytes(t)) for t in topic_ids]) if topic_ids else {}
 
     def consumer_session_timeout_ms(self) -> int | None:
-        """The consumer protocol's session timeout as a broker is configured (DescribeConfigs);
-        KIP-848 records do not carry it. None when the broker does not have the setting (3.x before
-        the protocol was enabled)."""
+        """The consumer protocol's session timeout as a broker is configured (DescribeConfigs of a
+        broker leading an offsets-topic partition: found through metadata the job may read anyway,
+        no DescribeCluster); KIP-848 records do not carry it. None when the broker does not have
+        the setting. Needs DescribeConfigs on the cluster; refused, the caller keeps Kafka's default."""
         admin = self._admin.get()
-        node = min(b["broker_id"] for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced"))
+        [offsets_topic] = admin.describe_topics([OFFSETS_TOPIC])
+        leaders = sorted({p["leader_id"] for p in offsets_topic.get("partitions") or () if p.get("leader_id", -1) >= 0})
+        if not leaders:
+            return None
         answer = admin.describe_configs(
-            [ConfigResource(ConfigResourceType.BROKER, str(node), [SESSION_TIMEOUT_CONFIG])], config_filter="all")
+            [ConfigResource(ConfigResourceType.BROKER, str(leaders[0]), [SESSION_TIMEOUT_CONFIG])],
+            config_filter="all")
         for configs in (answer.get("broker") or {}).values():
             entry = configs.get(SESSION_TIMEOUT_CONFIG)
             if entry is not None and entry.get("value") is not None:
