@@ -208,16 +208,6 @@ def _target_epoch(
     return boundary(snapshot, CompletedAssignment(epoch, owners, members, preferred_assignor(state), None), at, commits)
 
 
-def record_topic_ids(record: Record) -> set[str]:
-    """The topic ids a KIP-848 target (type 7) or current-assignment (type 8) record names."""
-    value = record.value
-    if value is None or record.record_type not in (RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                                                   RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT):
-        return set()
-    return {entry["topicId"] for name in ("topicPartitions", "assignedPartitions", "partitionsPendingRevocation")
-            for entry in value.get(name) or () if entry.get("topicId")}
-
-
 def preferred_assignor(state: ConsumerState) -> str | None:
     """The server assignor most members ask for (what Kafka uses); None = group default."""
     requested = Counter(
