@@ -157,22 +157,27 @@ class TopicNames:
     def topic_names(self, topic_ids: Collection[str]) -> dict[str, str]:
         with self._lock:
             unknown = {t for t in topic_ids if t not in self._names}
-            if unknown and self._clock() - self._asked_at >= self._refresh_s:
-                self._ask(unknown)
+            due = bool(unknown) and self._clock() - self._asked_at >= self._refresh_s
+            if due:
+                self._asked_at = self._clock()
+        if due:  # the request goes out without the lock: a scrape reading the counts never waits for it
+            self._ask(unknown)
+        with self._lock:
             return {t: self._names[t] for t in topic_ids if t in self._names}
 
     def _ask(self, unknown: set[str]) -> None:
-        self._asked_at = self._clock()
         wellformed = {t for t in unknown if TOPIC_ID_TEXT.match(t)}
-        self._count(unknown - wellformed, "unknown_topic_id")
         try:
             found = self._describe(sorted(wellformed)) if wellformed else {}
         except Exception as exc:
             log.warning("could not map %d topic id(s) to names: %s", len(wellformed), exc)
-            self._count(wellformed, "metadata_error")
-            return
-        self._names.update(found)
-        self._count(wellformed - found.keys(), "unknown_topic_id")
+            found, failed = {}, wellformed
+        else:
+            failed = set()
+        with self._lock:
+            self._names.update(found)
+            self._count(failed, "metadata_error")
+            self._count(unknown - failed - found.keys(), "unknown_topic_id")
 
     def _count(self, ids: Iterable[str], reason: str) -> None:
         for topic_id in ids:
@@ -190,18 +195,20 @@ class TopicNames:
             return dict(self._unresolved)
 
     def consumer_session_timeout_ms(self) -> int | None:
+        if self._session_timeout is None:
+            return None
+        now = self._clock()
         with self._lock:
-            now = self._clock()
-            if self._session_timeout is None:
-                return None
-            if self._session is None or now - self._session[1] >= SESSION_TIMEOUT_MAX_AGE_S:
-                known = self._session[0] if self._session is not None else None
-                try:
-                    known = self._session_timeout()
-                except Exception as exc:  # kept (or unknown) until the next try
-                    log.warning("could not read %s: %s", SESSION_TIMEOUT_CONFIG, exc)
-                self._session = (known, now)
-            return self._session[0]
+            if self._session is not None and now - self._session[1] < SESSION_TIMEOUT_MAX_AGE_S:
+                return self._session[0]
+            known = self._session[0] if self._session is not None else None
+        try:
+            known = self._session_timeout()
+        except Exception as exc:  # kept (or unknown) until the next try
+            log.warning("could not read %s: %s", SESSION_TIMEOUT_CONFIG, exc)
+        with self._lock:
+            self._session = (known, now)
+        return known
 
     def resolve(self, events: list[RebalanceEvent]) -> list[RebalanceEvent]:
         """Events whose moved partitions still name a topic by id (folded before its name was known),
