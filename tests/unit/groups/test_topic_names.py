@@ -170,3 +170,12 @@ def test_topic_ids_carried_by_offset_commits_name_topics_without_asking_the_clus
                    current("A", 1, {ORDERS: [0, 1]})], T0 + 10)
     assert stage.assignments(G) == {"A": [("orders", 0), ("orders", 1)]}
     assert cluster.lookups == []
+
+
+def test_state_deltas_written_before_the_topic_id_column_replay():
+    stage = GroupStage(facts=TopicNames(Cluster().describe))
+    table = pa.Table.from_batches(list(make_decoder(100)(iter([kafka_batch([offset_commit("orders", 0, 7, T0)])]))),
+                                  schema=STAGE_SCHEMA)
+    old = BatchInput.from_arrow(table).commits.drop_columns(["topic_id"])
+    stage.apply(BatchInput(old, STAGE_SCHEMA.empty_table(), STAGE_SCHEMA.empty_table()))
+    assert stage.offsets[G].offsets[("orders", 0)].offset == 7
