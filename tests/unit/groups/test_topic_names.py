@@ -119,15 +119,20 @@ def test_without_names_nothing_is_handed_over_as_a_topic():
 
 
 def test_lag_poller_is_asked_for_topic_names_only():
-    """Member lag and the partitions polled come from the named assignment; an uncommitted one is wanted."""
-    stage = GroupStage(facts=TopicNames(Cluster().describe, lambda: SESSION_MS))
+    """Member lag and the partitions polled come from the named assignment; an uncommitted one is wanted.
+    The deleted topic's id is not polled: it is counted, once, in the poller's health series."""
+    names = TopicNames(Cluster().describe, lambda: SESSION_MS)
+    stage = GroupStage(facts=names)
     batches = two_member_group(stage)
     batches.apply([offset_commit("orders", 0, 5, T0 + 100)], T0 + 100)
     tracker = LagTracker()
     publisher = build_publishing("c", tracker)
+    publisher.lag.count_unresolved_topic_ids(names.unresolved)
     publisher.update(stage, G, T0 + 200)
     publisher.lag.refresh()
     assert tracker.partitions() == {("orders", p) for p in range(4)}
+    assert b'rebalance_monitor_unresolved_topic_ids_total{cluster="c",reason="unknown_topic_id"} 1\n' in (
+        publisher.lag.text())
 
 
 def test_departure_of_a_killed_member_is_a_session_timeout_with_the_brokers_timeout():
