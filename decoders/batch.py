@@ -56,9 +56,9 @@ SCHEMA = pa.schema([
     ("is_tombstone", pa.bool_()),
     ("error", pa.string()),
     ("member_id", pa.string()),
-    ("topic_id", pa.string()),
+    ("topic_id", pa.binary(16)),
 ])
-_STRING_COLUMNS = ("group", "topic", "metadata", "error", "member_id", "topic_id")
+_STRING_COLUMNS = ("group", "topic", "metadata", "error", "member_id")
 _NUMERIC_COLUMNS = ("record_type", "partition", "offset", "leader_epoch", "commit_timestamp",
                     "expire_timestamp", "value_version")
 _TOPIC_ID_TAG = (1, 0, 16)  # one tagged field, tag 0, 16 bytes: the topic id of a 4.1+ commit
@@ -81,8 +81,8 @@ def row_of(result: Record | DecodeError) -> dict[str, Any]:
             row.update(offset=value["offset"], leader_epoch=value.get("leaderEpoch"),
                        metadata=value["metadata"], commit_timestamp=value["commitTimestamp"],
                        expire_timestamp=value.get("expireTimestamp"))
-            if value.get("topicId") not in (None, ZERO_UUID):
-                row["topic_id"] = value["topicId"]
+            if value.get("topicId") not in (None, ZERO_UUID):  # the 16 bytes, as the vectorised path keeps them
+                row["topic_id"] = base64.urlsafe_b64decode(value["topicId"] + "==")
     return row
 
 
@@ -489,24 +489,20 @@ def _varint(data: np.ndarray, pos: np.ndarray, end: np.ndarray, live: np.ndarray
 
 
 def _topic_ids(values: _Column, at: np.ndarray, present: np.ndarray) -> pa.Array:
-    """Kafka's text form (unpadded url-safe base64) of the 16-byte topic ids at ``at`` where
-    ``present``, vectorised: each id padded to 18 bytes encodes to 24 characters, the first 22 its
-    own; the zero id (Kafka's "none") is null, as everywhere else."""
+    """The 16-byte topic ids at ``at`` where ``present`` (null elsewhere, and for Kafka's zero id,
+    which means none), gathered vectorised and kept as bytes: the few distinct ids are turned into
+    Kafka's text form by whoever reads them, after the commits are reduced."""
+    n = len(present)
     rows = np.flatnonzero(present)
     if rows.size == 0:
-        return pa.nulls(len(present), pa.string())
-    raw = values.data[at[rows, None] + np.arange(16)]
-    padded = np.zeros((rows.size, 18), np.uint8)
-    padded[:, :16] = raw
-    encoded = np.frombuffer(base64.urlsafe_b64encode(padded.tobytes()), np.uint8).reshape(rows.size, 24)
-    text = np.ascontiguousarray(encoded[:, :22])
-    offsets = np.arange(0, 22 * rows.size + 1, 22, dtype=np.int32)
-    ids = pa.StringArray.from_buffers(rows.size, pa.py_buffer(offsets), pa.py_buffer(text))
-    keep = present.copy()
-    keep[rows[~raw.any(axis=1)]] = False
-    index = np.zeros(len(present), np.int64)
-    index[rows] = np.arange(rows.size)
-    return ids.take(pa.array(index, mask=~keep))
+        return pa.nulls(n, pa.binary(16))
+    window = np.ndarray((values.data.size - 15,), "V16", values.data, 0, (1,))  # 16 bytes at any position
+    raw = np.zeros((n, 16), np.uint8)
+    raw[rows] = window[at[rows]].view(np.uint8).reshape(rows.size, 16)
+    valid = np.zeros(n, bool)
+    valid[rows] = raw[rows].any(axis=1)
+    return pa.Array.from_buffers(pa.binary(16), n, [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                    pa.py_buffer(raw)])
 
 
 def _every_other(n: int) -> pa.Array:
@@ -552,7 +548,7 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
         raise ValueError(f"keys and values differ in length: {len(key_array)} != {len(value_array)}")
     key_col, value_col = _view(key_array), _view(value_array)
     fast, strings = _fast_offsets(key_col, value_col)
-    strings["topic_id"] = _topic_ids(value_col, fast.topic_id_at, fast.masks["topic_id"] & fast.masks["value"])
+    topic_ids = _topic_ids(value_col, fast.topic_id_at, fast.masks["topic_id"] & fast.masks["value"])
     strings["error"] = pa.nulls(len(key_array), pa.string())
     strings["member_id"] = pa.nulls(len(key_array), pa.string())
 
@@ -577,12 +573,15 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
         for name in _STRING_COLUMNS:
             strings[name] = pc.replace_with_mask(strings[name], mask,
                                                  pa.array([row.get(name) for row in fallback], pa.string()))
+        topic_ids = pc.replace_with_mask(topic_ids, mask,
+                                         pa.array([row.get("topic_id") for row in fallback], pa.binary(16)))
 
     columns: dict[str, pa.Array] = {
         name: pa.array(fast.numeric[name], mask=None if present[name].all() else ~present[name])
         for name in _NUMERIC_COLUMNS
     }
     columns.update(strings)
+    columns["topic_id"] = topic_ids
     columns["is_tombstone"] = pa.array(~value_col.valid)
     return pa.table([columns[field.name] for field in SCHEMA], schema=SCHEMA)
 

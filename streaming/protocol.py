@@ -72,14 +72,15 @@ STAGE_SCHEMA = pa.schema([
     ("raw_key", pa.binary()),
     ("raw_value", pa.binary()),
     ("decoded", pa.string()),
-    ("topic_id", pa.string()),
+    ("topic_id", pa.binary(16)),
 ])
 """What the decode stage (executors) hands the driver. Offset commits arrive reduced inside
 each task (at most one COMMIT row per group/topic/partition and stretch between two of the
 group's records), raw bytes only for group records and a bounded sample of undecodable ones.
-A COMMIT row's ``topic_id`` is the id its value carries beside the topic's name (OffsetCommitValue
-v4, Kafka 4.1+; null before, or for Kafka's zero id): the group stage learns KIP-848 topic names
-from it without asking the cluster. State deltas written before it have no such column."""
+A COMMIT row's ``topic_id`` is the id (16 bytes) its value carries beside the topic's name
+(OffsetCommitValue v4, Kafka 4.1+; null before, or for Kafka's zero id): the group stage learns
+KIP-848 topic names from it without asking the cluster. State deltas written before it have no
+such column."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders import DecodeError, decode
+from decoders.reader import uuid_text
 from decoders.records import CONSUMER_GROUP_TYPES, RecordType
 from streaming.decode.folding import fold_record
 from streaming.groups.config import GroupsConfig
@@ -134,8 +135,8 @@ class GroupStage:
         carried = commits.select(["topic_id", "topic"]).filter(pc.is_valid(commits.column("topic_id")))
         if carried.num_rows:
             pairs = carried.group_by(["topic_id", "topic"], use_threads=False).aggregate([])
-            self.facts.learn(dict(zip(pairs.column("topic_id").to_pylist(), pairs.column("topic").to_pylist(),
-                                      strict=True)))
+            self.facts.learn({uuid_text(topic_id): topic for topic_id, topic in zip(
+                pairs.column("topic_id").to_pylist(), pairs.column("topic").to_pylist(), strict=True)})
 
     def _apply_commits(self, commits: pa.Table, result: BatchResult) -> None:
         """Apply reduced commits that no group record of the batch comes after (see :meth:`apply_batch`).

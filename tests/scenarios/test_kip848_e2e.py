@@ -15,6 +15,7 @@ import pytest
 
 from decoders import coordinator_partition
 from decoders.batch import decode_batch
+from decoders.reader import uuid_text
 from streaming.cluster.metadata import TopicMetadata
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 from tests.support.lag_helpers import describe_group
@@ -107,4 +108,4 @@ def test_kip848_member_lag_uncommitted_lag_and_a_killed_members_departure(
                                                                                    pa.binary()))
     commits = [row for row in table.to_pylist() if row["group"] == group and row["record_type"] == 1
                and not row["is_tombstone"]]
-    assert commits and {(row["value_version"], row["topic_id"]) for row in commits} == {(4, topic_id)}
+    assert commits and {(row["value_version"], uuid_text(row["topic_id"])) for row in commits} == {(4, topic_id)}

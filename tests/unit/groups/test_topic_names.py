@@ -17,7 +17,7 @@ from streaming.driver.publish import build_publishing
 from streaming.groups.stage import GroupStage
 from streaming.lag.tracker import LagTracker
 from streaming.protocol import STAGE_SCHEMA, BatchInput
-from tests.support.decoder_encoder import encode_key, encode_value
+from tests.support.decoder_encoder import encode_key, encode_value, uuid_bytes
 from tests.support.stage_records import Row, kafka_batch
 
 G = "g"
@@ -170,7 +170,7 @@ def test_topic_ids_carried_by_offset_commits_name_topics_without_asking_the_clus
                                 "topicId": ORDERS})
     batches = Batches(stage)
     decoded = batches.apply([(key, value)], T0)
-    assert decoded.commits.column("topic_id").to_pylist() == [ORDERS]
+    assert decoded.commits.column("topic_id").to_pylist() == [uuid_bytes(ORDERS)]
     batches.apply([member_metadata("A"), group_epoch(1), target("A", {ORDERS: [0, 1]}), target_epoch(1),
                    current("A", 1, {ORDERS: [0, 1]})], T0 + 10)
     assert stage.assignments(G) == {"A": [("orders", 0), ("orders", 1)]}
