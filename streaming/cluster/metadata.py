@@ -34,8 +34,6 @@ log = logging.getLogger(__name__)
 TOPIC_ID_TEXT = re.compile(r"^[A-Za-z0-9_-]{22}$")
 SESSION_TIMEOUT_CONFIG = "group.consumer.session.timeout.ms"
 OFFSETS_TOPIC = "__consumer_offsets"
-# Why a topic id has no name (the label of rebalance_monitor_unresolved_topic_ids_total).
-UNRESOLVED_REASONS = ("unknown_topic_id", "metadata_error")
 REFRESH_SECONDS = 5.0  # an id not in the cache asks the cluster at most this often
 SESSION_TIMEOUT_MAX_AGE_S = 600.0  # the brokers' session timeout is read again after this long
 UNRESOLVED_REMEMBERED = 10_000  # ids already counted as unresolved (oldest forgotten first)
