@@ -72,7 +72,7 @@ STAGE_SCHEMA = pa.schema([
     ("raw_key", pa.binary()),
     ("raw_value", pa.binary()),
     ("decoded", pa.string()),
-    ("topic_id", pa.binary(16)),
+    ("topic_id", pa.binary()),  # 16 bytes; Spark's Arrow conversion has no fixed-size binary
 ])
 """What the decode stage (executors) hands the driver. Offset commits arrive reduced inside
 each task (at most one COMMIT row per group/topic/partition and stretch between two of the
