@@ -13,6 +13,7 @@ tables; only what it leaves goes through the scalar ``decode``, so both paths ag
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -36,6 +37,7 @@ from decoders.schemas import (
     UINT16,
     UUID,
     VALUE_LAYOUTS,
+    ZERO_UUID,
     Array,
     Layout,
 )
@@ -54,6 +56,7 @@ SCHEMA = pa.schema([
     ("is_tombstone", pa.bool_()),
     ("error", pa.string()),
     ("member_id", pa.string()),
+    ("topic_id", pa.binary(16)),
 ])
 _STRING_COLUMNS = ("group", "topic", "metadata", "error", "member_id")
 _NUMERIC_COLUMNS = ("record_type", "partition", "offset", "leader_epoch", "commit_timestamp",
@@ -78,6 +81,8 @@ def row_of(result: Record | DecodeError) -> dict[str, Any]:
             row.update(offset=value["offset"], leader_epoch=value.get("leaderEpoch"),
                        metadata=value["metadata"], commit_timestamp=value["commitTimestamp"],
                        expire_timestamp=value.get("expireTimestamp"))
+            if value.get("topicId") not in (None, ZERO_UUID):  # the 16 bytes, as the vectorised path keeps them
+                row["topic_id"] = base64.urlsafe_b64decode(value["topicId"] + "==")
     return row
 
 
@@ -174,7 +179,8 @@ class _Fast:
 
     def __init__(self, n: int, position_type: type) -> None:
         self.numeric = {name: np.zeros(n, SCHEMA.field(name).type.to_pandas_dtype()) for name in _NUMERIC_COLUMNS}
-        self.masks = {name: np.zeros(n, bool) for name in ("done", "value", "epoch", "expire")}
+        self.masks = {name: np.zeros(n, bool) for name in ("done", "value", "epoch", "expire", "topic_id")}
+        self.topic_id_at: np.ndarray = np.zeros(n, position_type)  # where a v4 topic id starts in the data
         self.tilings: dict[str, np.ndarray] = {name: np.zeros(2 * n + 1, position_type)
                                                for name in ("group", "topic", "metadata")}
 
@@ -248,6 +254,9 @@ def _scan(keys: _Column, values: _Column, rows: slice, out: _Fast) -> None:
             lone &= values.data[tags[tagged] + step] == expected
         vok[tagged[~lone]] = False
         vok[short] = False
+        found = tagged[lone]
+        out.masks["topic_id"][rows.start + found] = True
+        out.topic_id_at[rows.start + found] = tags[found] + len(_TOPIC_ID_TAG)
 
     masks, numeric = out.masks, out.numeric
     masks["done"][rows] = ok & (vok | ~has_value)
@@ -479,6 +488,23 @@ def _varint(data: np.ndarray, pos: np.ndarray, end: np.ndarray, live: np.ndarray
     return np.where(value & 0x80000000, value - (1 << 32), value), size, truncated, going
 
 
+def _topic_ids(values: _Column, at: np.ndarray, present: np.ndarray) -> pa.Array:
+    """The 16-byte topic ids at ``at`` where ``present`` (null elsewhere, and for Kafka's zero id,
+    which means none), gathered vectorised and kept as bytes: the few distinct ids are turned into
+    Kafka's text form by whoever reads them, after the commits are reduced."""
+    n = len(present)
+    rows = np.flatnonzero(present)
+    if rows.size == 0:
+        return pa.nulls(n, pa.binary(16))
+    window = np.ndarray((values.data.size - 15,), "V16", values.data, 0, (1,))  # 16 bytes at any position
+    raw = np.zeros((n, 16), np.uint8)
+    raw[rows] = window[at[rows]].view(np.uint8).reshape(rows.size, 16)
+    valid = np.zeros(n, bool)
+    valid[rows] = raw[rows].any(axis=1)
+    return pa.Array.from_buffers(pa.binary(16), n, [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                    pa.py_buffer(raw)])
+
+
 def _every_other(n: int) -> pa.Array:
     """0, 2, 4, ... 2n-2: the indices ``_strings`` takes from a tiling of n rows."""
     return pa.array(np.arange(0, 2 * n, 2, dtype=np.int32 if n < 1 << 30 else np.int64))
@@ -522,6 +548,7 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
         raise ValueError(f"keys and values differ in length: {len(key_array)} != {len(value_array)}")
     key_col, value_col = _view(key_array), _view(value_array)
     fast, strings = _fast_offsets(key_col, value_col)
+    topic_ids = _topic_ids(value_col, fast.topic_id_at, fast.masks["topic_id"] & fast.masks["value"])
     strings["error"] = pa.nulls(len(key_array), pa.string())
     strings["member_id"] = pa.nulls(len(key_array), pa.string())
 
@@ -546,12 +573,15 @@ def decode_batch(keys: BinaryColumn, values: BinaryColumn) -> pa.Table:
         for name in _STRING_COLUMNS:
             strings[name] = pc.replace_with_mask(strings[name], mask,
                                                  pa.array([row.get(name) for row in fallback], pa.string()))
+        topic_ids = pc.replace_with_mask(topic_ids, mask,
+                                         pa.array([row.get("topic_id") for row in fallback], pa.binary(16)))
 
     columns: dict[str, pa.Array] = {
         name: pa.array(fast.numeric[name], mask=None if present[name].all() else ~present[name])
         for name in _NUMERIC_COLUMNS
     }
     columns.update(strings)
+    columns["topic_id"] = topic_ids
     columns["is_tombstone"] = pa.array(~value_col.valid)
     return pa.table([columns[field.name] for field in SCHEMA], schema=SCHEMA)
 

@@ -79,6 +79,8 @@ class Monitor:
                                                  self.poller.fetch_committed)
             self.exporter.add_before_render(self.publisher.lag.freshen)
         self.metadata = TopicMetadata(options.kafka.bootstrap_servers, client_config)
+        self.topic_names = TopicNames(self.metadata.names_by_id, self.metadata.consumer_session_timeout_ms)
+        self.publisher.lag.count_unresolved_topic_ids(self.topic_names.unresolved)
         self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records)
         self.publisher.lag.add_refresh_hook(self.health.refresh)
         self.instruments.ready.labels(metrics.cluster).set_function(lambda: float(self.health.ready()[0]))
@@ -93,7 +95,7 @@ class Monitor:
             lambda: describe_delete_retention(options.kafka.bootstrap_servers, client_config, topic), topic),
             self.instruments)
         self.runner = QueryRunner(spark, options, self.publisher, self.event_log,
-                                  TopicNames(self.metadata.topic_names), self.health, self.checkpoint_check)
+                                  self.topic_names, self.health, self.checkpoint_check)
         components: list[Component] = [self.server, self.metadata, self.runner, self.publisher.lag, self.advisor,
                                        self.poller]
         self.live_poller: LivePoller | None = None

@@ -8,7 +8,9 @@ other, so a reader finds what travels between them without following the pipelin
   driver as a :class:`BatchInput`;
 * groups -> driver: a :class:`BatchResult` per batch (its :class:`RebalanceEvent` list and
   :class:`DeadLetter` sample), and a :class:`GroupSummary` per changed group;
-* driver -> progress: a :class:`BatchReport`.
+* driver -> progress: a :class:`BatchReport`;
+* cluster -> groups: :class:`ClusterFacts`, what the group stage asks the cluster (KIP-848 topic
+  ids by name, the consumer protocol's session timeout).
 
 Label sets that become metric label values (:data:`CAUSES`, :data:`DEPARTURES`, the duration
 buckets) are part of the contract too. A partition is a :data:`TopicPartition` tuple
@@ -19,10 +21,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -70,10 +72,15 @@ STAGE_SCHEMA = pa.schema([
     ("raw_key", pa.binary()),
     ("raw_value", pa.binary()),
     ("decoded", pa.string()),
+    ("topic_id", pa.binary()),  # 16 bytes; Spark's Arrow conversion has no fixed-size binary
 ])
 """What the decode stage (executors) hands the driver. Offset commits arrive reduced inside
 each task (at most one COMMIT row per group/topic/partition and stretch between two of the
-group's records), raw bytes only for group records and a bounded sample of undecodable ones."""
+group's records), raw bytes only for group records and a bounded sample of undecodable ones.
+A COMMIT row's ``topic_id`` is the id (16 bytes) its value carries beside the topic's name
+(OffsetCommitValue v4, Kafka 4.1+; null before, or for Kafka's zero id): the group stage learns
+KIP-848 topic names from it without asking the cluster. State deltas written before it have no
+such column."""
 
 
 @dataclass(frozen=True)
@@ -327,6 +334,27 @@ class BatchResult:
     errors: Counter[str] = field(default_factory=Counter)
     undecodable: Counter[int] = field(default_factory=Counter)  # of ``errors``, by record type
     dead_letters: list[DeadLetter] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- cluster -> groups
+
+
+class ClusterFacts(Protocol):
+    """What the group stage needs from the cluster and its records cannot tell (since Kafka 4.1 no
+    record maps a KIP-848 topic id to its name). Implemented by
+    :class:`streaming.cluster.metadata.TopicNames`; answers come from a cache, so asking is cheap."""
+
+    def topic_names(self, topic_ids: Collection[str]) -> dict[str, str]:
+        """Names of those of ``topic_ids`` the cluster knows (a deleted topic's id is left out)."""
+        ...
+
+    def learn(self, names: Mapping[str, str]) -> None:
+        """Topic id → name pairs the records carry (offset commits' ``topic_id``)."""
+        ...
+
+    def consumer_session_timeout_ms(self) -> int | None:
+        """The brokers' ``group.consumer.session.timeout.ms`` (None: not known)."""
+        ...
 
 
 # --------------------------------------------------------------------------- driver -> progress

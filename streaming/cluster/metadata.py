@@ -1,33 +1,47 @@
-"""Cluster metadata the job needs besides offsets: KIP-848 topic ids mapped back to names.
+"""Cluster facts the job needs besides offsets: KIP-848 topic ids mapped back to names, and the
+consumer protocol's session timeout.
 
-KIP-848 assignments name topics by id. :class:`TopicMetadata` asks the cluster (a Metadata
-request through its own admin client, apart from the lag poller's, since lookups run on the
-batch thread) and :class:`TopicNames` calls it only when an event carries an id it has not
-seen: a steady cluster costs no requests.
+KIP-848 assignments name topics by id. Up to Kafka 4.0 the group's partition-metadata record
+(type 4) carried the names; 4.1 stopped writing it, so the names come from elsewhere: offset
+commits that carry their topic's id (OffsetCommitValue v4, 4.1+) and cluster metadata.
+:class:`TopicMetadata` asks the cluster (through its own admin client, apart from the lag
+poller's, since lookups run on the batch thread) and :class:`TopicNames` keeps the answers: a
+steady cluster costs no requests.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import logging
+import math
 import re
+import threading
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
 
 from decoders.reader import uuid_text
 from streaming.cluster.client import LazyClient
-from streaming.protocol import RebalanceEvent, TopicPartition
+from streaming.protocol import CONSUMER, RebalanceEvent, TopicPartition
 
 log = logging.getLogger(__name__)
 
 TOPIC_ID_TEXT = re.compile(r"^[A-Za-z0-9_-]{22}$")
+SESSION_TIMEOUT_CONFIG = "group.consumer.session.timeout.ms"
+OFFSETS_TOPIC = "__consumer_offsets"
+REFRESH_SECONDS = 5.0  # an id not in the cache asks the cluster at most this often
+SESSION_TIMEOUT_MAX_AGE_S = 600.0  # the brokers' session timeout is read again after this long
+UNRESOLVED_REMEMBERED = 10_000  # ids already counted as unresolved (oldest forgotten first)
 
 
 class TopicMetadata:
-    """Topic ids and names from cluster metadata; a component (see :mod:`streaming.lifecycle`).
+    """Topic ids and names, and broker configuration, from the cluster; a component (see
+    :mod:`streaming.lifecycle`).
 
     ``client_config`` is kafka-python configuration (see
     :func:`streaming.cluster.client.client_config_from_kafka_options`). The admin client is
@@ -46,12 +60,44 @@ class TopicMetadata:
         """Topic id (Kafka's text uuid) → name (all topics when ``topics`` is None).
 
         kafka-python 3 returns topic ids in Metadata responses (v10+). Topics without an id
-        (older brokers) are left out.
+        (older brokers) and topics the cluster does not know are left out.
         """
+        return self._describe(list(topics) if topics is not None else None)
+
+    def names_by_id(self, topic_ids: Collection[str]) -> dict[str, str]:
+        """Topic id → name for those of ``topic_ids`` the cluster knows (Metadata by topic id, v12+):
+        one request however many; a deleted topic's id is left out."""
+        return self._describe([uuid.UUID(bytes=_id_bytes(t)) for t in topic_ids]) if topic_ids else {}
+
+    def consumer_session_timeout_ms(self) -> int | None:
+        """The consumer protocol's session timeout as a broker is configured (DescribeConfigs of a
+        broker leading an offsets-topic partition: found through metadata the job may read anyway,
+        no DescribeCluster); KIP-848 records do not carry it. None when the broker does not have
+        the setting. Needs DescribeConfigs on the cluster; refused, the caller keeps Kafka's default."""
+        admin = self._admin.get()
+        [offsets_topic] = admin.describe_topics([OFFSETS_TOPIC])
+        leaders = sorted({p["leader_id"] for p in offsets_topic.get("partitions") or () if p.get("leader_id", -1) >= 0})
+        if not leaders:
+            return None
+        answer = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, str(leaders[0]), [SESSION_TIMEOUT_CONFIG])],
+            config_filter="all")
+        for configs in (answer.get("broker") or {}).values():
+            entry = configs.get(SESSION_TIMEOUT_CONFIG)
+            if entry is not None and entry.get("value") is not None:
+                return int(entry["value"])
+        return None
+
+    def _describe(self, topics: list[Any] | None) -> dict[str, str]:
         names = {}
-        for topic in self._admin.get().describe_topics(list(topics) if topics is not None else None):
+        try:
+            described = self._admin.get().describe_topics(topics)
+        except Exception:
+            self._admin.close()  # made afresh at the next lookup
+            raise
+        for topic in described:
             topic_id = topic.get("topic_id")
-            if topic.get("error_code") != 0 or not topic_id:
+            if topic.get("error_code") != 0 or not topic_id or not topic.get("name"):
                 continue
             parsed = topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id))
             if parsed.int:
@@ -65,24 +111,115 @@ class TopicMetadata:
         self._admin.close()
 
 
-class TopicNames:
-    """Event partitions named by topic id, renamed by topic name once metadata knows the id."""
+def _id_bytes(text: str) -> bytes:
+    """Kafka's text topic id (22 characters of unpadded url-safe base64) as its 16 bytes."""
+    if not TOPIC_ID_TEXT.match(text):
+        raise ValueError(f"not a topic id: {text!r}")
+    return base64.urlsafe_b64decode(text + "==")
 
-    def __init__(self, lookup: Callable[[], dict[str, str]]) -> None:
-        self._lookup = lookup
+
+class TopicNames:
+    """KIP-848 topic ids → names, cached: the group stage's :class:`~streaming.protocol.ClusterFacts`.
+
+    ``describe(ids)`` maps ids to names from cluster metadata; it is called only for ids not in
+    the cache, at most once every ``refresh_s`` (an id asked meanwhile waits for the next one),
+    so a steady cluster costs no requests and a burst of new groups one request. :meth:`learn`
+    adds the pairs offset commits carry (no request at all). An id a lookup did not resolve
+    (a deleted topic: ``unknown_topic_id``; the request failed: ``metadata_error``) is counted
+    once by reason in :meth:`unresolved`, however often it is asked for again; callers leave
+    such ids out rather than show or measure them as topic names.
+
+    ``session_timeout()`` reads the brokers' ``group.consumer.session.timeout.ms``, kept for
+    ``SESSION_TIMEOUT_MAX_AGE_S``. Thread-safe (the batch thread and the scrape's lag renders ask).
+    """
+
+    def __init__(self, describe: Callable[[Collection[str]], dict[str, str]],
+                 session_timeout: Callable[[], int | None] | None = None, refresh_s: float = REFRESH_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._describe = describe
+        self._session_timeout = session_timeout
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._lock = threading.Lock()
         self._names: dict[str, str] = {}
+        self._asked_at = -math.inf
+        self._counted: dict[str, str] = {}  # id -> the reason it was counted for (insertion ordered)
+        self._unresolved: dict[str, int] = {}
+        self._session: tuple[int | None, float] | None = None
+
+    def learn(self, names: Mapping[str, str]) -> None:
+        """Pairs learnt without asking (the topic id an offset commit carries beside its topic)."""
+        with self._lock:
+            self._names.update({t: n for t, n in names.items() if t and n})
+
+    def topic_names(self, topic_ids: Collection[str]) -> dict[str, str]:
+        with self._lock:
+            unknown = {t for t in topic_ids if t not in self._names}
+            due = bool(unknown) and self._clock() - self._asked_at >= self._refresh_s
+            if due:
+                self._asked_at = self._clock()
+        if due:  # the request goes out without the lock: a scrape reading the counts never waits for it
+            self._ask(unknown)
+        with self._lock:
+            return {t: self._names[t] for t in topic_ids if t in self._names}
+
+    def _ask(self, unknown: set[str]) -> None:
+        wellformed = {t for t in unknown if TOPIC_ID_TEXT.match(t)}
+        try:
+            found = self._describe(sorted(wellformed)) if wellformed else {}
+        except Exception as exc:
+            log.warning("could not map %d topic id(s) to names: %s", len(wellformed), exc)
+            found, failed = {}, wellformed
+        else:
+            failed = set()
+        with self._lock:
+            self._names.update(found)
+            self._count(failed, "metadata_error")
+            self._count(unknown - failed - found.keys(), "unknown_topic_id")
+
+    def _count(self, ids: Iterable[str], reason: str) -> None:
+        for topic_id in ids:
+            if self._counted.get(topic_id) == reason:
+                continue
+            self._counted.pop(topic_id, None)
+            self._counted[topic_id] = reason
+            self._unresolved[reason] = self._unresolved.get(reason, 0) + 1
+            if len(self._counted) > UNRESOLVED_REMEMBERED:
+                del self._counted[next(iter(self._counted))]
+
+    def unresolved(self) -> dict[str, int]:
+        """Topic ids a lookup could not name so far, counted once each, by reason."""
+        with self._lock:
+            return dict(self._unresolved)
+
+    def consumer_session_timeout_ms(self) -> int | None:
+        if self._session_timeout is None:
+            return None
+        now = self._clock()
+        with self._lock:
+            if self._session is not None and now - self._session[1] < SESSION_TIMEOUT_MAX_AGE_S:
+                return self._session[0]
+            known = self._session[0] if self._session is not None else None
+        try:
+            known = self._session_timeout()
+        except Exception as exc:  # kept (or unknown) until the next try
+            log.warning("could not read %s: %s", SESSION_TIMEOUT_CONFIG, exc)
+        with self._lock:
+            self._session = (known, now)
+        return known
 
     def resolve(self, events: list[RebalanceEvent]) -> list[RebalanceEvent]:
-        unknown = {topic for e in events for topic, _ in e.moved_partitions
-                   if TOPIC_ID_TEXT.match(topic) and topic not in self._names}
-        if unknown:
-            try:
-                self._names.update(self._lookup())
-            except Exception:  # names are cosmetic here: keep the ids rather than lose the batch
-                log.warning("could not map topic ids to names", exc_info=True)
-        return [dataclasses.replace(e, moved_partitions=tuple(self._name(tp) for tp in e.moved_partitions))
-                for e in events]
+        """Events whose moved partitions still name a topic by id (folded before its name was known),
+        renamed where the id is known now."""
+        ids = {topic for e in events if e.group_type == CONSUMER
+               for topic, _ in e.moved_partitions if TOPIC_ID_TEXT.match(topic)}
+        if not ids:
+            return events
+        names = self.topic_names(ids)
+        return [dataclasses.replace(e, moved_partitions=tuple(_named(tp, names) for tp in e.moved_partitions))
+                if e.group_type == CONSUMER else e for e in events]
 
-    def _name(self, tp: TopicPartition) -> TopicPartition:
-        topic, partition = tp
-        return self._names.get(topic, topic), partition
+
+def _named(tp: TopicPartition, names: Mapping[str, str]) -> TopicPartition:
+    topic, partition = tp
+    return names.get(topic, topic), partition

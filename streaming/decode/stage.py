@@ -27,7 +27,7 @@ _COMMIT_TYPES = np.array(sorted(OFFSET_COMMIT_TYPES), np.int16)
 _GROUP_STATE_TYPES = np.array(sorted(GROUP_STATE_TYPES), np.int16)
 _COMMIT_KEY = ["group", "topic", "partition"]
 _COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timestamp",
-                   "kafka_partition", "kafka_offset", "record_time_ms", "count"]
+                   "kafka_partition", "kafka_offset", "record_time_ms", "count", "topic_id"]
 
 
 def commit_segments(commits: pa.Table, marks: pa.Table) -> np.ndarray:
@@ -143,6 +143,7 @@ class TaskDecoder:
             "kafka_offset": offsets.filter(good),
             "record_time_ms": row_times.filter(good),
             "count": pc.cast(pc.invert(tombstone), pa.int64()),
+            "topic_id": table.column("topic_id").combine_chunks().filter(good),
         })
         self._commits.append(commits)
         self._pending_rows += commits.num_rows

@@ -150,7 +150,8 @@ class QueryRunner:
         options = self.options
         started = time.monotonic()
         limits = StageLimits.from_config(options.groups, options.source.dead_letter_max)
-        stage = self.state_store.load(last_committed_batch(options.driver.checkpoint_dir / "spark"), limits=limits)
+        stage = self.state_store.load(last_committed_batch(options.driver.checkpoint_dir / "spark"), limits=limits,
+                                      facts=self.topic_names)
         stage.forget(excluded_groups(self.spark, stage.groups, options.source))
         dead_letters = DeadLetterLog(options.driver.monitor_dir / "dead-letters", options.source.topic,
                                      options.source.dead_letter_max)

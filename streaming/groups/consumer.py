@@ -39,9 +39,13 @@ _MEMBER_RECORDS = (RecordType.CONSUMER_GROUP_MEMBER_METADATA, RecordType.CONSUME
 
 
 def apply_consumer(
-    snapshot: GroupSnapshot, record: Record, record_time_ms: int, commits: Mapping[TopicPartition, int] | None
+    snapshot: GroupSnapshot, record: Record, record_time_ms: int, commits: Mapping[TopicPartition, int] | None,
+    session_timeout_ms: int | None = None,
 ) -> list[RebalanceEvent]:
+    """Fold one KIP-848 record; ``session_timeout_ms`` is the brokers' consumer-protocol session
+    timeout (the records do not carry it; None: Kafka's default)."""
     record_type, key, value = record.record_type, record.key, record.value
+    default_session = session_timeout_ms or DEFAULT_CONSUMER_SESSION_TIMEOUT_MS
     if value is None:
         _consumer_tombstone(snapshot, record, record_time_ms)
         return []
@@ -71,11 +75,11 @@ def apply_consumer(
             classic_session_timeout_ms=session or None,
         )
     elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-        return _target_epoch(snapshot, state, value.get("assignmentEpoch"), record_time_ms, commits)
+        return _target_epoch(snapshot, state, value.get("assignmentEpoch"), record_time_ms, commits, default_session)
     elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
         member = state.member(key["memberId"])
         member.target = assignment_of(value.get("topicPartitions"), "topicId")
-        _fold_settled_target(snapshot, state, member)
+        _fold_settled_target(snapshot, state, member, default_session)
     elif record_type == RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
         state.member(key["memberId"]).current = CurrentAssignment(
             member_epoch=value.get("memberEpoch"),
@@ -145,7 +149,8 @@ def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms:
     # Type 4 tombstones (4.1 retires the record) leave learnt topic names valid; type 16 is not modelled.
 
 
-def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: ConsumerMember) -> None:
+def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: ConsumerMember,
+                         session_timeout_ms: int) -> None:
     """Fold a type 7 written outside an assignment into the current boundary.
 
     Inside an assignment (group epoch ahead of the target epoch) type 7 records are the
@@ -160,10 +165,10 @@ def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: 
     owners = owners_of([(member.owner, member.target)])
     snapshot.epoch_owners.update(owners)
     snapshot.last_owner.update(owners)
-    snapshot.epoch_members.setdefault(member.owner, _consumer_boundary_member(member))
+    snapshot.epoch_members.setdefault(member.owner, _consumer_boundary_member(member, session_timeout_ms))
 
 
-def _consumer_boundary_member(member: ConsumerMember) -> BoundaryMember:
+def _consumer_boundary_member(member: ConsumerMember, session_timeout_ms: int) -> BoundaryMember:
     meta = member.metadata
     if meta is None:
         return BoundaryMember(member.member_id)
@@ -172,13 +177,13 @@ def _consumer_boundary_member(member: ConsumerMember) -> BoundaryMember:
         subscription.append(f"regex:{meta.subscribed_topic_regex}")
     return BoundaryMember(
         member.member_id, meta.instance_id, meta.client_id, meta.client_host,
-        meta.classic_session_timeout_ms or DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
+        meta.classic_session_timeout_ms or session_timeout_ms,
         meta.rebalance_timeout_ms, subscription,
     )
 
 
-def _consumer_boundary_members(state: ConsumerState) -> dict[str, BoundaryMember]:
-    return {m.owner: _consumer_boundary_member(m) for m in state.members.values()}
+def _consumer_boundary_members(state: ConsumerState, session_timeout_ms: int) -> dict[str, BoundaryMember]:
+    return {m.owner: _consumer_boundary_member(m, session_timeout_ms) for m in state.members.values()}
 
 
 def _target_epoch(
@@ -187,12 +192,13 @@ def _target_epoch(
     epoch: int | None,
     record_time_ms: int,
     commits: Mapping[TopicPartition, int] | None,
+    session_timeout_ms: int,
 ) -> list[RebalanceEvent]:
     state.assignment_epoch = epoch
     if epoch is None:
         return []
     owners = owners_of((m.owner, m.target) for m in state.members.values())
-    members = _consumer_boundary_members(state)
+    members = _consumer_boundary_members(state, session_timeout_ms)
     bumped = state.epoch_bumped_ms
     duration = record_time_ms - bumped if bumped is not None and record_time_ms >= bumped else None
     at = When(record_time_ms, {**state.departed_ms}, duration)

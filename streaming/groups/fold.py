@@ -23,6 +23,7 @@ def apply_record(
     record: Record,
     record_time_ms: int,
     last_commit_ms: Mapping[TopicPartition, int] | None = None,
+    consumer_session_timeout_ms: int | None = None,
 ) -> tuple[GroupSnapshot | None, list[RebalanceEvent]]:
     """Fold one group record (type 2, or KIP-848 types 3–8 and 16) into ``snapshot``.
 
@@ -38,6 +39,9 @@ def apply_record(
     ``last_commit_ms`` maps (topic name, partition) to the group's latest commit time
     on it, as of this record (commits before it in the log); it only feeds
     :func:`~streaming.groups.boundary.classify_departure`. Without it every departure is ``unknown``.
+    A KIP-848 group matches those names to its topic ids through its learnt names (see
+    :func:`learn_topic_names`). ``consumer_session_timeout_ms`` is the brokers'
+    ``group.consumer.session.timeout.ms`` (KIP-848 records do not carry it; None: Kafka's default).
     """
     record_type = record.record_type
     if record_type in OFFSET_COMMIT_TYPES:
@@ -53,7 +57,7 @@ def apply_record(
     if record_type == RecordType.GROUP_METADATA:
         events = apply_classic(snapshot, record.value, record_time_ms, last_commit_ms)
     else:
-        events = apply_consumer(snapshot, record, record_time_ms, last_commit_ms)
+        events = apply_consumer(snapshot, record, record_time_ms, last_commit_ms, consumer_session_timeout_ms)
     return snapshot, events
 
 
@@ -67,9 +71,11 @@ def drop_expired(snapshot: GroupSnapshot, now_ms: int, ttl_ms: int) -> bool:
 
 
 def learn_topic_names(snapshot: GroupSnapshot, names: Mapping[str, str]) -> None:
-    """Teach a KIP-848 group topic id → name pairs learnt elsewhere (e.g. offset commits).
+    """Teach a KIP-848 group topic id → name pairs learnt elsewhere (cluster metadata, offset commits).
 
-    Only ids the group currently references are kept, so the map stays bounded.
+    Since Kafka 4.1 no group record names a topic, so the group stage calls this with the names
+    of the ids each assignment record brings. Only ids the group currently references are kept,
+    so the map stays bounded.
     """
     if snapshot.consumer is None:
         return

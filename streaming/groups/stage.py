@@ -8,6 +8,12 @@ functions of :mod:`streaming.groups.fold`; only groups that had a record in the 
 :class:`StageLimits` bound what a flood of group ids or members can make the driver keep and
 export: groups beyond ``--max-groups`` are not tracked, members beyond
 ``--max-members-per-group`` are left out of a group's member series; both are counted.
+
+KIP-848 records name topics by id, and since Kafka 4.1 no record maps an id to its name; the
+stage asks its :class:`~streaming.protocol.ClusterFacts` (cached cluster metadata) for the names
+before a record that may need them (a completed assignment, whose departures are matched with
+commits by topic name) and before handing a group's assignments over. An id without a name (a
+deleted topic) is left out of the assignments: it is never shown or polled as if it were a topic.
 """
 
 from __future__ import annotations
@@ -21,12 +27,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders import DecodeError, decode
+from decoders.reader import uuid_text
+from decoders.records import CONSUMER_GROUP_TYPES, RecordType
 from streaming.decode.folding import fold_record
 from streaming.groups.config import GroupsConfig
-from streaming.groups.fold import apply_record, drop_expired
-from streaming.groups.model import GroupSnapshot
+from streaming.groups.fold import apply_record, drop_expired, learn_topic_names
+from streaming.groups.model import GroupSnapshot, referenced_topic_ids
 from streaming.groups.summary import summarize
-from streaming.protocol import BatchInput, BatchResult, DeadLetter, GroupSummary, TopicPartition
+from streaming.protocol import BatchInput, BatchResult, ClusterFacts, DeadLetter, GroupSummary, TopicPartition
+
+# KIP-848 records at which the group's topic names are needed: they can complete an assignment
+# (type 6) or empty the group (type 3), and a departure is told by its last commit, kept by name.
+_NAMES_NEEDED = (RecordType.CONSUMER_GROUP_METADATA, RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
 
 
 class CommittedOffset(NamedTuple):
@@ -61,8 +73,9 @@ class StageLimits:
 class GroupStage:
     """Every group's snapshot and committed offsets (see the module docstring)."""
 
-    def __init__(self, limits: StageLimits | None = None) -> None:
+    def __init__(self, limits: StageLimits | None = None, facts: ClusterFacts | None = None) -> None:
         self.snapshots: dict[str, GroupSnapshot] = {}
+        self.facts = facts
         self.offsets: dict[str, GroupOffsets] = {}
         self.limits = limits or StageLimits()
         self.groups_dropped = 0  # groups the last batch with records turned away (--max-groups)
@@ -114,6 +127,17 @@ class GroupStage:
         hits, self._limit_hits = self._limit_hits, Counter()
         return hits
 
+    def _learn_topic_ids(self, commits: pa.Table) -> None:
+        """Hand the topic id → name pairs the batch's commits carry to the cluster facts (distinct
+        pairs, found by Arrow: a batch of commits costs a handful of them)."""
+        if self.facts is None or commits.num_rows == 0 or "topic_id" not in commits.column_names:
+            return
+        carried = commits.select(["topic_id", "topic"]).filter(pc.is_valid(commits.column("topic_id")))
+        if carried.num_rows:
+            pairs = carried.group_by(["topic_id", "topic"], use_threads=False).aggregate([])
+            self.facts.learn({uuid_text(topic_id): topic for topic_id, topic in zip(
+                pairs.column("topic_id").to_pylist(), pairs.column("topic").to_pylist(), strict=True)})
+
     def _apply_commits(self, commits: pa.Table, result: BatchResult) -> None:
         """Apply reduced commits that no group record of the batch comes after (see :meth:`apply_batch`).
 
@@ -164,6 +188,7 @@ class GroupStage:
         between two of the group's records (:func:`streaming.decode.stage.latest_commits`), so each record sees
         the latest commit written before it, however many records and commits a batch holds.
         """
+        self._learn_topic_ids(commits)
         if records.num_rows == 0:
             self._apply_commits(commits, result)
             return
@@ -204,7 +229,12 @@ class GroupStage:
             return
         offsets = self.offsets.get(group)
         commit_times = _CommitTimes(offsets.offsets) if offsets is not None else None
-        snapshot, events = apply_record(self.snapshots.get(group), record, int(record_ms or 0), commit_times)
+        snapshot, session = self.snapshots.get(group), None
+        if self.facts is not None and record.record_type in CONSUMER_GROUP_TYPES:
+            session = self.facts.consumer_session_timeout_ms()
+            if snapshot is not None and record.record_type in _NAMES_NEEDED:
+                self._name_topics(snapshot)
+        snapshot, events = apply_record(snapshot, record, int(record_ms or 0), commit_times, session)
         if snapshot is None:
             self.snapshots.pop(group, None)
         else:
@@ -247,19 +277,31 @@ class GroupStage:
         snapshot = self.snapshots.get(group)
         return snapshot if snapshot is not None else GroupSnapshot(group=group)
 
+    def _name_topics(self, snapshot: GroupSnapshot) -> None:
+        """Learn the names of the KIP-848 topic ids the group references and has no name for."""
+        if self.facts is None or snapshot.consumer is None:
+            return
+        missing = referenced_topic_ids(snapshot) - snapshot.topic_names.keys()
+        if missing:
+            learn_topic_names(snapshot, self.facts.topic_names(missing))
+
     def assignments(self, group: str) -> dict[str, list[TopicPartition]]:
-        """Each member's (owner key's) assigned partitions by topic name: what member lag sums over."""
+        """Each member's (owner key's) assigned partitions by topic name: what member lag sums over.
+
+        A KIP-848 topic id without a known name is left out (see the module docstring)."""
         snapshot = self.snapshots.get(group)
         if snapshot is None:
             return {}
         if snapshot.classic is not None:
-            members = [(m.owner, m.assigned) for m in snapshot.classic.members]
-        elif snapshot.consumer is not None:
-            members = [(m.owner, m.current.assigned if m.current else {}) for m in snapshot.consumer.members.values()]
-        else:
+            return {m.owner: [(topic, p) for topic, parts in sorted(m.assigned.items()) for p in parts]
+                    for m in snapshot.classic.members}
+        if snapshot.consumer is None:
             return {}
-        return {owner: [(snapshot.topic_label(topic), p) for topic, parts in sorted(assigned.items()) for p in parts]
-                for owner, assigned in members}
+        self._name_topics(snapshot)
+        names = snapshot.topic_names
+        return {m.owner: sorted((names[topic], p) for topic, parts in (m.current.assigned if m.current else {}).items()
+                                if topic in names for p in parts)
+                for m in snapshot.consumer.members.values()}
 
     def summary(self, group: str, now_ms: int) -> GroupSummary:
         """The group's summary; past ``max_members_per_group`` only the first members by owner key

@@ -28,7 +28,7 @@ import pyarrow.feather as feather
 
 from streaming.groups.model import GroupSnapshot
 from streaming.groups.stage import CommittedOffset, GroupOffsets, GroupStage, StageLimits
-from streaming.protocol import STAGE_SCHEMA, BatchInput
+from streaming.protocol import STAGE_SCHEMA, BatchInput, ClusterFacts
 
 GROUPS_SCHEMA = pa.schema([
     ("group", pa.string()),
@@ -119,14 +119,16 @@ class StateStore:
         found = [(int(m.group(2)), m.group(1), p) for p in self.path.iterdir() if (m := _ENTRY.match(p.name))]
         return sorted(found, key=lambda e: (e[0], e[1] == "delta"))
 
-    def load(self, last_committed: int | None, prune: bool = True, limits: StageLimits | None = None) -> GroupStage:
+    def load(self, last_committed: int | None, prune: bool = True, limits: StageLimits | None = None,
+             facts: ClusterFacts | None = None) -> GroupStage:
         """The state as of batch ``last_committed`` (empty when None).
 
         ``prune`` removes files of later batches (recovery: Spark runs them again); a reader
         beside a running job (``rebalance-monitor advise``) passes False and leaves them.
-        ``limits`` hold during the replay too, so it admits the groups the batches did.
+        ``limits`` hold during the replay too, so it admits the groups the batches did; ``facts``
+        (KIP-848 topic names) serve the replay as they served the batches.
         """
-        stage = GroupStage(limits)
+        stage = GroupStage(limits, facts)
         entries = self._entries()
         for batch, _kind, path in entries:
             if prune and (last_committed is None or batch > last_committed):

@@ -80,6 +80,11 @@ POLL_TIMESTAMP_FAMILY = Family("rebalance_monitor_log_end_poll_timestamp_seconds
                                "When the lag poller last fetched log offsets; lag series go once it is stale.")
 POLL_ERRORS_FAMILY = Family("rebalance_monitor_log_end_poll_errors_total", C,
                             "Lag poller failures by reason (a partition or a whole round).")
+UNRESOLVED_TOPIC_IDS_FAMILY = Family(
+    "rebalance_monitor_unresolved_topic_ids_total", C,
+    "KIP-848 topic ids no name was found for, each counted once, by reason (unknown_topic_id: not in the "
+    "cluster's metadata, e.g. a deleted topic; metadata_error: the lookup failed); their partitions are left "
+    "out of member lag and assignments.")
 OFFSETS_TOPIC_GAP_FAMILY = Family("rebalance_monitor_offsets_topic_unstable_offsets", G,
                                   "High watermark minus last stable offset of an offsets-topic partition: records "
                                   "a read_committed reader (this job) cannot see yet because a transaction is open.")
@@ -153,6 +158,11 @@ class LagSeries:
         self._sampled: set[TopicPartition] = set()  # partitions with a log-end sample, as of the last refresh
         self._overtaken_since_fetch = False  # a render left a partition out for want of a newer sample
         self._unreachable_at: float | None = None  # a scrape's fetch found the cluster unreachable then
+        self._unresolved: Callable[[], Mapping[str, int]] = dict  # unresolved topic ids by reason
+
+    def count_unresolved_topic_ids(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Where scrapes read how many KIP-848 topic ids had no name (see UNRESOLVED_TOPIC_IDS_FAMILY)."""
+        self._unresolved = counts
 
     def refresh_on_scrape(self, fetch_log_ends: Callable[[], bool | None], max_age_s: float,
                           fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None
@@ -350,6 +360,8 @@ class LagSeries:
         last_round = self.lag.last_round_at()
         for reason, count in sorted(self.lag.errors().items()):
             lines.add(POLL_ERRORS_FAMILY, (("reason", reason),), count)
+        for reason, count in sorted(self._unresolved().items()):
+            lines.add(UNRESOLVED_TOPIC_IDS_FAMILY, (("reason", reason),), count)
         for topic, kind in sorted(self.lag.timestamp_types().items()):
             lines.add(TIMESTAMP_TYPE_FAMILY, (("topic", topic), ("type", kind)), 1)
         for partition, gap in sorted(self.lag.offsets_topic_gaps().items()):
@@ -362,7 +374,8 @@ class LagSeries:
             chunks = [LOG_END_FAMILY.header, self._log_end_text, self._compat_topic_text, POLL_TIMESTAMP_FAMILY.header]
         if last_round is not None:
             chunks.append(f'{POLL_TIMESTAMP_FAMILY.name}{{{lines.prefix}}} {last_round!r}\n'.encode())
-        for family in (POLL_ERRORS_FAMILY, OFFSETS_TOPIC_GAP_FAMILY, OFFSETS_TOPIC_STUCK_FAMILY, TIMESTAMP_TYPE_FAMILY):
+        for family in (POLL_ERRORS_FAMILY, UNRESOLVED_TOPIC_IDS_FAMILY, OFFSETS_TOPIC_GAP_FAMILY,
+                       OFFSETS_TOPIC_STUCK_FAMILY, TIMESTAMP_TYPE_FAMILY):
             chunks += [family.header, text.get(family.name, b"")]
         return b"".join(chunks)
 

@@ -38,23 +38,90 @@ def test_topic_ids_match_kafkas_tool(kafka_broker, admin, unique) -> None:
     assert names == {topic_id: topic} and everything[topic_id] == topic
 
 
-def test_event_partitions_are_renamed_once_the_id_is_known() -> None:
-    calls: list[int] = []
+@pytest.mark.broker
+def test_topic_ids_by_id_and_a_deleted_topics_id(kafka_broker, admin, unique) -> None:
+    """Asking by id (what the cache does): a known id gets its name, a deleted topic's id nothing."""
+    topic, deleted = f"meta-{unique}", f"meta-gone-{unique}"
+    admin.create_topic(topic, 1)
+    admin.create_topic(deleted, 1)
+    topic_id, gone_id = kafka_topic_id(kafka_broker.bootstrap, topic), kafka_topic_id(kafka_broker.bootstrap, deleted)
+    admin.client.delete_topics([deleted])
+    metadata = TopicMetadata(kafka_broker.bootstrap)
+    try:
+        assert metadata.names_by_id([topic_id, gone_id]) == {topic_id: topic}
+        assert metadata.consumer_session_timeout_ms() == 10000  # testbed/broker.py sets it
+    finally:
+        metadata.stop()
 
-    def lookup() -> dict[str, str]:
-        calls.append(1)
-        return {"q7YFPGt9Q3-7VA4kbn4Fuw": "orders"}
+
+ORDERS = "q7YFPGt9Q3-7VA4kbn4Fuw"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_event_partitions_are_renamed_once_the_id_is_known() -> None:
+    calls: list[list[str]] = []
+
+    def lookup(ids) -> dict[str, str]:
+        calls.append(sorted(ids))
+        return {ORDERS: "orders"}
 
     names = TopicNames(lookup)
-    [resolved] = names.resolve([event(("q7YFPGt9Q3-7VA4kbn4Fuw", 1), ("payments", 0))])
+    [resolved] = names.resolve([event((ORDERS, 1), ("payments", 0))])
     assert resolved.moved_partitions == (("orders", 1), ("payments", 0))
-    names.resolve([event(("q7YFPGt9Q3-7VA4kbn4Fuw", 2))])
-    assert len(calls) == 1  # known ids cost no request
+    names.resolve([event((ORDERS, 2))])
+    assert calls == [[ORDERS]]  # known ids cost no request
 
 
-def test_a_failed_lookup_keeps_the_ids_and_the_batch() -> None:
-    def lookup() -> dict[str, str]:
+def test_a_failed_lookup_keeps_the_ids_and_the_batch_and_is_counted_once() -> None:
+    clock = Clock()
+
+    def lookup(ids) -> dict[str, str]:
         raise ConnectionError("broker gone")
 
-    [kept] = TopicNames(lookup).resolve([event(("q7YFPGt9Q3-7VA4kbn4Fuw", 1))])
-    assert kept.moved_partitions == (("q7YFPGt9Q3-7VA4kbn4Fuw", 1),)
+    names = TopicNames(lookup, clock=clock)
+    [kept] = names.resolve([event((ORDERS, 1))])
+    assert kept.moved_partitions == ((ORDERS, 1),)
+    clock.now += 60
+    assert names.topic_names([ORDERS]) == {}
+    assert names.unresolved() == {"metadata_error": 1}
+
+
+def test_unknown_ids_ask_at_most_once_per_refresh_interval_and_count_once() -> None:
+    clock, calls = Clock(), []
+    known = {ORDERS: "orders"}
+
+    def lookup(ids) -> dict[str, str]:
+        calls.append(sorted(ids))
+        return {t: known[t] for t in ids if t in known}
+
+    names = TopicNames(lookup, refresh_s=5, clock=clock)
+    gone = "Zb1xWJpGSQaW2q0Uu0q9Pg"
+    assert names.topic_names([ORDERS, gone]) == {ORDERS: "orders"}
+    clock.now += 1
+    assert names.topic_names([gone]) == {}  # within the interval: no request
+    clock.now += 5
+    assert names.topic_names([gone]) == {}
+    assert calls == [[gone, ORDERS], [gone]]
+    assert names.unresolved() == {"unknown_topic_id": 1}
+    names.learn({gone: "created-meanwhile"})  # a commit carrying the id names it without a request
+    assert names.topic_names([gone]) == {gone: "created-meanwhile"} and len(calls) == 2
+
+
+def test_session_timeout_is_read_once_and_kept() -> None:
+    clock, reads = Clock(), []
+
+    def read() -> int:
+        reads.append(1)
+        return 10_000
+
+    names = TopicNames(dict, read, clock=clock)
+    assert names.consumer_session_timeout_ms() == 10_000
+    clock.now += 60
+    assert names.consumer_session_timeout_ms() == 10_000 and len(reads) == 1

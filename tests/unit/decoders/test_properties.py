@@ -55,6 +55,7 @@ from tests.support.decoder_encoder import (  # noqa: E402
     encode_layout,
     encode_subscription,
     encode_value,
+    uuid_bytes,
     without_unknown_tags,
 )
 
@@ -264,6 +265,8 @@ def expected_row(result: Record | DecodeError) -> dict[str, Any]:
             row.update(offset=result.value.offset, leader_epoch=result.value.get("leaderEpoch"),
                        metadata=result.value.metadata, commit_timestamp=result.value.commitTimestamp,
                        expire_timestamp=result.value.get("expireTimestamp"))
+            topic_id = result.value.get("topicId")  # v4 (4.1+ writers); Kafka's zero id means none
+            row["topic_id"] = None if topic_id in (None, "AAAAAAAAAAAAAAAAAAAAAA") else uuid_bytes(topic_id)
     return row
 
 
