@@ -159,9 +159,10 @@ class GroupSnapshot:
 
     At most one of ``classic`` / ``consumer`` is set; neither is set once the group's
     metadata was tombstoned (the core may still hold its committed offsets;
-    ``deleted_type`` says which protocol was deleted until new metadata tells a
-    conversion from a re-creation). The ``epoch_*`` fields describe the last boundary
-    (see the module docstring): its generation / target epoch, group type, assignor,
+    ``deleted_type`` says which protocol was deleted, and ``deleted_ms`` the time of
+    its tombstone, until new metadata tells a conversion from a re-creation). The
+    ``epoch_*`` fields describe the last boundary (see the module docstring): its
+    generation / target epoch, group type (of the last boundary with members), assignor,
     leader, ownership and members. ``last_owner`` remembers the last owner of every
     partition of a topic still referenced (held at the last boundary or subscribed),
     including partitions unassigned since; ``topic_names`` keeps only ids still in use.
@@ -186,6 +187,7 @@ class GroupSnapshot:
     last_rebalance_ms: int | None = None
     baseline_taken: bool = False
     deleted_type: str | None = None
+    deleted_ms: int | None = None
     last_generation: int | None = None
     epoch_generation: int | None = None
     epoch_type: str | None = None
@@ -226,6 +228,8 @@ class GroupSnapshot:
         if self.rebalance_durations:  # most groups never had a measured rebalance: no bytes for them
             d.update(rebalance_durations=self.rebalance_durations,
                      rebalance_duration_sum_ms=self.rebalance_duration_sum_ms)
+        if self.deleted_ms is not None:  # only between a tombstone and the metadata after it
+            d["deleted_ms"] = self.deleted_ms
         return d
 
     def to_json(self) -> str:
@@ -242,6 +246,7 @@ class GroupSnapshot:
             **{name: d[name] for name in _PLAIN_FIELDS},
             rebalance_durations=dict(durations or {}),
             rebalance_duration_sum_ms=d.get("rebalance_duration_sum_ms", 0),
+            deleted_ms=d.get("deleted_ms"),
             classic=_classic_from_dict(classic) if classic is not None else None,
             consumer=_consumer_from_dict(consumer) if consumer is not None else None,
             epoch_owners=_owners_from_json(d["epoch_owners"]),
