@@ -472,11 +472,8 @@ def test_orphan_tombstones_never_create_or_break_state():
     assert events == [] and kip.to_json() == before
 
 
-def test_untracked_record_types():
+def test_offset_commits_are_not_folded():
     snap, _ = fold(None, classic(1, RANGE_2))
-    share = Record(11, Struct(groupId=G), 0, Struct(epoch=3))
-    assert apply_record(snap, share, T0) == (snap, [])
-    assert apply_record(None, share, T0) == (None, [])
     with pytest.raises(ValueError):
         apply_record(snap, Record(1, Struct(group=G, topic="t", partition=0), 3, Struct(offset=1)), T0)
 
