@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 
 from streaming.advisor.background import AdvisorPass
+from streaming.driver.floors import CounterFloors
 from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.lag.tracker import LagTracker
 from streaming.metrics import compat
@@ -44,6 +45,7 @@ class Publisher:
         self.kafka_exporter = kafka_exporter
         self._group_names = (*GROUP_NAMES, *(f.name for f in compat.GROUP_FAMILIES)) if kafka_exporter else GROUP_NAMES
         self.cluster = instruments.cluster
+        self.floors = CounterFloors()
 
     def update(self, stage: GroupStage, group: str, now_ms: int) -> None:
         """Re-render one group's series from the stage's summary, committed offsets and assignments."""
@@ -54,7 +56,8 @@ class Publisher:
         """One group's series from its summary, committed offsets and members' partitions (by owner key)."""
         group = summary.group
         committed = {tp: entry.offset for tp, entry in offsets.offsets.items()} if offsets else {}
-        lines = group_lines(self.cluster, summary, committed, offsets.commits_total if offsets else 0,
+        shown, commits_total = self.floors.hold(summary, offsets.commits_total if offsets else 0)
+        lines = group_lines(self.cluster, shown, committed, commits_total,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
         self.lag.update(group, committed, member_partitions(summary, assignments, self.member_mode),
@@ -66,6 +69,7 @@ class Publisher:
         """A deleted or expired group: the lag series first, so a lag refresh cannot put it back."""
         self.lag.remove(group)
         self.exporter.remove(group)
+        self.floors.forget(group)
         if self.advisor is not None:
             self.advisor.forget(group)
 
