@@ -1,7 +1,8 @@
 """Share (KIP-932) and streams (KIP-1071) groups folded from the records Kafka 4.x writes for them.
 
 Field names and layouts are the decoder's, which tests/unit/decoders/test_kafka_oracle.py checks
-against Kafka 4.3.1's own generated classes. Sequences follow Kafka's GroupMetadataManager: a
+against Kafka 4.3.1's own generated classes (and the last test folds the records those classes write).
+Sequences follow Kafka's GroupMetadataManager: a
 member joining writes its metadata, the group epoch, the target assignment (members, then the
 epoch) and its current assignment; a member leaving writes its current, target and metadata
 tombstones and a group-epoch bump; a deleted group ends with the group-epoch tombstone.
@@ -9,11 +10,16 @@ tombstones and a group-epoch bump; a deleted group ends with the group-epoch tom
 
 from __future__ import annotations
 
+import pytest
+
+from decoders import decode
 from decoders.records import Record, Struct
 from streaming.groups.fold import apply_record
 from streaming.groups.model import GroupSnapshot
 from streaming.groups.summary import summarize
 from streaming.protocol import SHARE, STREAMS
+from tests.support.kafka_oracle import encode_with_kafka
+from tests.unit.decoders.test_kafka_oracle import KAFKA_4, kafka_json
 
 G = "g"
 T0 = 1_700_000_000_000
@@ -137,3 +143,36 @@ def test_a_streams_group_follows_its_epochs_and_members():
     s = summarize(snap, T0)
     assert s.state == "Stable" and [(m.member, m.assigned_partitions) for m in s.members] == [("A", 2), ("b-0", 2)]
     assert s.generations_advanced_total == 1 and s.rebalances_total == 0
+
+
+# ------------------------------------------------------------------ the same records, written by Kafka's classes
+
+_MESSAGES = {10: "ShareGroupMemberMetadata", 11: "ShareGroupMetadata", 12: "ShareGroupTargetAssignmentMetadata",
+             13: "ShareGroupTargetAssignmentMember", 14: "ShareGroupCurrentMemberAssignment",
+             17: "StreamsGroupMetadata", 19: "StreamsGroupMemberMetadata", 20: "StreamsGroupTargetAssignmentMetadata",
+             21: "StreamsGroupTargetAssignmentMember", 22: "StreamsGroupCurrentMemberAssignment"}
+
+
+def _written_by_kafka(records: list[Record]) -> list[Record]:
+    """Each record's key and value as Kafka 4.3.1's generated classes write them, read back by the decoder."""
+    if not any(KAFKA_4.glob("kafka-clients-*.jar")):
+        pytest.skip(f"Kafka jars missing in {KAFKA_4} (the Makefile fetches them)")
+    specs = []
+    for r in records:
+        name = _MESSAGES[r.record_type]
+        specs += [{"message": f"{name}Key", "version": 0, "prefix": r.record_type, "data": kafka_json(r.key)},
+                  {"message": f"{name}Value", "version": 0, "prefix": 0, "data": kafka_json(r.value)}]
+    encoded = encode_with_kafka(KAFKA_4, specs)
+    decoded = [decode(k, v) for k, v in zip(encoded[0::2], encoded[1::2], strict=True)]
+    assert all(isinstance(r, Record) for r in decoded), decoded
+    return decoded  # type: ignore[return-value]
+
+
+def test_records_written_by_kafka_fold_the_same():
+    share = share_join("A", 1, [0, 1]) + share_join("B", 2, [0, 1])
+    streams = [streams_member("A"), streams_epoch(1), streams_target("A", tasks(0, 1)),
+               Record(20, group_key(), 0, Struct(assignmentEpoch=1, assignmentTimestamp=T0)),
+               streams_current("A", 1, tasks(0, 1))]
+    for records, group_type in ((share, SHARE), (streams, STREAMS)):
+        ours, kafkas = summarize(fold(None, *records), T0), summarize(fold(None, *_written_by_kafka(records)), T0)
+        assert kafkas == ours and kafkas.group_type == group_type and kafkas.member_count >= 1
