@@ -53,8 +53,9 @@ GROUP_METADATA_TYPE = RecordType.GROUP_METADATA
 CONSUMER_GROUP_TYPES = frozenset({RecordType(t) for t in (3, 4, 5, 6, 7, 8, 16)})
 SHARE_GROUP_TYPES = frozenset(RecordType(t) for t in range(9, 16))
 STREAMS_GROUP_TYPES = frozenset(RecordType(t) for t in range(17, 24))
-# What the group stage folds: classic group metadata and the KIP-848 consumer-group records.
-GROUP_STATE_TYPES = frozenset({GROUP_METADATA_TYPE, *CONSUMER_GROUP_TYPES})
+# What the group stage folds: classic group metadata, the KIP-848 consumer-group records, and the
+# share- and streams-group records (their type, epochs and members).
+GROUP_STATE_TYPES = frozenset({GROUP_METADATA_TYPE, *CONSUMER_GROUP_TYPES, *SHARE_GROUP_TYPES, *STREAMS_GROUP_TYPES})
 
 
 class Struct(Mapping[str, Any]):

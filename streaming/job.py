@@ -47,7 +47,7 @@ from streaming.lag.poller import LogEndPoller
 from streaming.lag.tracker import LagTracker
 from streaming.lifecycle import Component, Lifecycle
 from streaming.live.poller import LivePoller
-from streaming.logs.events import EventLog, run_id_for_checkpoint
+from streaming.logs.events import EventLog
 from streaming.metrics.runtime import register_runtime
 from streaming.metrics.server import MetricsServer
 from streaming.options import JobOptions, parse_args
@@ -109,7 +109,7 @@ class Monitor:
     def start(self) -> Monitor:
         checkpoint = self.options.driver.checkpoint_dir
         checkpoint.mkdir(parents=True, exist_ok=True)
-        self.event_log.use_run(run_id_for_checkpoint(checkpoint))
+        self.event_log.follow(checkpoint / "spark")  # the run is the Spark checkpoint's query id
         self.lifecycle.start()
         return self
 

@@ -33,6 +33,8 @@ TopicPartition = tuple[str, int]
 
 CLASSIC = "classic"
 CONSUMER = "consumer"
+SHARE = "share"  # KIP-932 share groups
+STREAMS = "streams"  # KIP-1071 streams groups
 
 
 # --------------------------------------------------------------------------- decode -> driver

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from streaming.advisor.background import AdvisorPass
+from streaming.driver.floors import CounterFloors
 from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.lag.tracker import LagTracker
 from streaming.live.config import DEFAULT_INTERVAL_S as LIVE_INTERVAL_S
@@ -53,6 +54,7 @@ class Publisher:
         self.cluster = instruments.cluster
         # A live observation older than three polls (two missed) no longer wins over the offsets topic.
         self.states = StateView(LiveStates(), self._put_state, 3 * live_poll_seconds if live_poll_seconds > 0 else 0.0)
+        self.floors = CounterFloors()
 
     def update(self, stage: GroupStage, group: str, now_ms: int) -> None:
         """Re-render one group's series from the stage's summary, committed offsets and assignments."""
@@ -63,7 +65,8 @@ class Publisher:
         """One group's series from its summary, committed offsets and members' partitions (by owner key)."""
         group = summary.group
         committed = {tp: entry.offset for tp, entry in offsets.offsets.items()} if offsets else {}
-        lines = group_lines(self.cluster, summary, committed, offsets.commits_total if offsets else 0,
+        shown, commits_total = self.floors.hold(summary, offsets.commits_total if offsets else 0)
+        lines = group_lines(self.cluster, shown, committed, commits_total,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
         self.lag.health.rebalanced(group, summary.rebalances_total, time.time())
@@ -78,6 +81,7 @@ class Publisher:
         self.lag.remove(group)
         self.states.forget(group)
         self.exporter.remove(group)
+        self.floors.forget(group)
         if self.advisor is not None:
             self.advisor.forget(group)
 

@@ -27,7 +27,7 @@ from streaming.driver.sink import BatchSink
 from streaming.groups.stage import StageLimits
 from streaming.groups.store import StateStore, last_committed_batch
 from streaming.logs.dead_letters import DeadLetterLog
-from streaming.logs.events import EventLog, run_id_for_checkpoint
+from streaming.logs.events import EventLog
 from streaming.options import JobOptions
 
 log = logging.getLogger("rebalance_monitor")
@@ -130,7 +130,7 @@ class QueryRunner:
         if self.checkpoint_check is None or not self.checkpoint_check.run():
             return False
         self._from_beginning = True
-        self.event_log.use_run(run_id_for_checkpoint(self.options.driver.checkpoint_dir))
+        self.event_log.follow(self.options.driver.checkpoint_dir / "spark")  # the new query id, once Spark writes it
         return True
 
     def active(self) -> bool:

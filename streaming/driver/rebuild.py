@@ -24,7 +24,6 @@ from pathlib import Path
 
 from streaming.cluster.client import DeleteRetention
 from streaming.groups.store import discard, discard_pending, last_batch_time_ms
-from streaming.logs.events import _RUN_ID_FILE
 from streaming.metrics.instruments import JobMetrics
 
 log = logging.getLogger("rebalance_monitor")
@@ -99,7 +98,5 @@ class CheckpointCheck:
         return True
 
     def _set_aside(self) -> None:
-        # A new event-log run first: the rebuilt query's batch ids start at 0 again, and must not
-        # replace the files of the run set aside, however far the discard gets.
-        (self.checkpoint_dir / _RUN_ID_FILE).unlink(missing_ok=True)
+        # The event log's run is the Spark checkpoint's query id: the rebuilt query gets a new one.
         discard(self.checkpoint_dir)

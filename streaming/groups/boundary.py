@@ -28,7 +28,8 @@ Definition of a rebalance (identical on Kafka 3.9 and 4.x)
       generation over): not a rebalance; the boundary is updated in place.
     * Re-creation: a generation or group epoch that goes down (the group was deleted
       and re-created while its tombstone was compacted away), or new metadata after a
-      tombstone that was not a protocol conversion. Counted in ``recreations_total``;
+      tombstone that was not a protocol conversion (online, or the offline switch:
+      see :func:`metadata_arrives`). Counted in ``recreations_total``;
       the next boundary with members is a fresh baseline.
     * ``generations_advanced_total`` is the raw sum of upward steps of the classic
       generation / KIP-848 group epoch (Empty records and merged KIP-848 epoch bumps
@@ -136,18 +137,36 @@ def _last_commit(
     return max(times, default=None)
 
 
-def metadata_arrives(snapshot: GroupSnapshot, group_type: str) -> None:
+def metadata_arrives(snapshot: GroupSnapshot, group_type: str, record_time_ms: int) -> None:
     """Metadata after a tombstone: a protocol conversion, or a re-created group.
 
-    Kafka converts a group only while it has members, writing the old protocol's
-    tombstones and the new protocol's records together; a group is deleted only when
-    empty. So new metadata of the other type while the last boundary had members is a
-    conversion (boundary kept); anything else is a re-creation.
+    Kafka's coordinator writes the records of one operation in one append, all with the
+    same timestamp. It converts a group two ways, and both write the old protocol's
+    tombstones and the new protocol's first records in that one append:
+
+    * online, while the group has members (the last boundary had members): the members
+      and the generation are carried over, the boundary is kept;
+    * offline, the documented switch (stop every consumer, change ``group.protocol``,
+      start them): the first member of the other protocol finds the group empty, and
+      Kafka deletes it and creates the new one in the same write (classic → KIP-848:
+      the GroupMetadata tombstone, then the new group's member, epoch and assignment
+      records; KIP-848 → classic: the target-epoch, (subscription metadata) and
+      group-epoch tombstones, then the new classic group's generation-0 record). The new
+      group counts its generations from the start again, so the generation history is
+      reset; the baseline stays, and its first assignment with members is one rebalance
+      with cause ``protocol_converted``.
+
+    A deletion (``kafka-consumer-groups --delete``, offsets expired from an empty group)
+    is an append of its own; whatever metadata comes later is a re-creation.
     """
     deleted, snapshot.deleted_type = snapshot.deleted_type, None
+    deleted_ms, snapshot.deleted_ms = snapshot.deleted_ms, None
     if deleted is None:
         return
     if deleted != group_type and snapshot.epoch_members:
+        return
+    if deleted != group_type and deleted_ms == record_time_ms:
+        snapshot.last_generation = snapshot.epoch_generation = None
         return
     _recreate(snapshot)
 
@@ -227,7 +246,8 @@ def boundary(
         empty_transition(snapshot, at, commits)
     else:
         events.append(_rebalance(snapshot, new, at, commits))
-    snapshot.epoch_type = snapshot.group_type
+    if new.members or snapshot.epoch_type is None:  # an empty new group of the other protocol is no conversion yet
+        snapshot.epoch_type = snapshot.group_type
     snapshot.epoch_protocol, snapshot.epoch_leader = new.protocol, new.leader
     move_boundary(snapshot, new.generation, new.owners, new.members)
     return events

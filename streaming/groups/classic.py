@@ -19,9 +19,9 @@ def apply_classic(
     if value is None:
         if snapshot.classic is not None:
             snapshot.classic = None
-            snapshot.deleted_type = CLASSIC
+            snapshot.deleted_type, snapshot.deleted_ms = CLASSIC, record_time_ms
         return []
-    metadata_arrives(snapshot, CLASSIC)
+    metadata_arrives(snapshot, CLASSIC, record_time_ms)
     snapshot.consumer = None  # converted back from KIP-848 (its tombstones may be compacted away)
     state_ts = value.get("currentStateTimestamp")
     new = ClassicState(

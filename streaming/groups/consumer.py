@@ -50,7 +50,7 @@ def apply_consumer(
         _consumer_tombstone(snapshot, record, record_time_ms)
         return []
     if snapshot.consumer is None:  # new KIP-848 group, or converted from classic
-        metadata_arrives(snapshot, CONSUMER)
+        metadata_arrives(snapshot, CONSUMER, record_time_ms)
         snapshot.classic = None
         snapshot.consumer = ConsumerState()
     state = snapshot.consumer
@@ -130,7 +130,7 @@ def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms:
     record_type = record.record_type
     if record_type == RecordType.CONSUMER_GROUP_METADATA:  # written last when the group is deleted (or converted)
         snapshot.consumer = None
-        snapshot.deleted_type = CONSUMER
+        snapshot.deleted_type, snapshot.deleted_ms = CONSUMER, record_time_ms
     elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         state.assignment_epoch = None
     elif record_type in _MEMBER_RECORDS:

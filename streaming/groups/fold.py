@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from decoders.records import CONSUMER_GROUP_TYPES, OFFSET_COMMIT_TYPES, Record, RecordType
+from decoders.records import CONSUMER_GROUP_TYPES, GROUP_STATE_TYPES, OFFSET_COMMIT_TYPES, Record, RecordType
 from streaming.groups.classic import apply_classic
 from streaming.groups.consumer import apply_consumer
 from streaming.groups.model import GroupSnapshot, learn_topic, member_keys, referenced_topic_ids
+from streaming.groups.share_streams import apply_share_streams
 from streaming.protocol import RebalanceEvent, TopicPartition
 
 
@@ -25,16 +26,16 @@ def apply_record(
     last_commit_ms: Mapping[TopicPartition, int] | None = None,
     consumer_session_timeout_ms: int | None = None,
 ) -> tuple[GroupSnapshot | None, list[RebalanceEvent]]:
-    """Fold one group record (type 2, or KIP-848 types 3–8 and 16) into ``snapshot``.
+    """Fold one group record (type 2, KIP-848 types 3–8 and 16, share 9–15, streams 17–23) into ``snapshot``.
 
     Takes ownership of ``snapshot`` and updates it in place (copying a large group per
     record would make a batch quadratic); use the returned value. A tombstone clears
     the metadata it deletes and returns the snapshot (counters kept): whether the group
     is gone is the caller's call (no :attr:`~GroupSnapshot.has_metadata` and no
     offsets). Tombstones for state that is not there are ignored and never create a
-    group (None in, None out). Share- and streams-group records (types 9–15, 17–23)
-    are not modelled and leave the snapshot as it is. Offset commits (types 0/1) are
-    the caller's and rejected here.
+    group (None in, None out). Share- and streams-group records give the group its
+    type, epochs and members (:mod:`streaming.groups.share_streams`), no events.
+    Offset commits (types 0/1) are the caller's and rejected here.
 
     ``last_commit_ms`` maps (topic name, partition) to the group's latest commit time
     on it, as of this record (commits before it in the log); it only feeds
@@ -46,7 +47,7 @@ def apply_record(
     record_type = record.record_type
     if record_type in OFFSET_COMMIT_TYPES:
         raise ValueError("offset commits are kept by the caller, not folded here")
-    if record_type != RecordType.GROUP_METADATA and record_type not in CONSUMER_GROUP_TYPES:
+    if record_type not in GROUP_STATE_TYPES:
         return snapshot, []
     if snapshot is None:
         if record.value is None:
@@ -56,8 +57,11 @@ def apply_record(
     snapshot.last_seen_ms = max(snapshot.last_seen_ms, record_time_ms)
     if record_type == RecordType.GROUP_METADATA:
         events = apply_classic(snapshot, record.value, record_time_ms, last_commit_ms)
-    else:
+    elif record_type in CONSUMER_GROUP_TYPES:
         events = apply_consumer(snapshot, record, record_time_ms, last_commit_ms, consumer_session_timeout_ms)
+    else:
+        apply_share_streams(snapshot, record, record_time_ms)
+        events = []
     return snapshot, events
 
 

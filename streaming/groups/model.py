@@ -159,9 +159,10 @@ class GroupSnapshot:
 
     At most one of ``classic`` / ``consumer`` is set; neither is set once the group's
     metadata was tombstoned (the core may still hold its committed offsets;
-    ``deleted_type`` says which protocol was deleted until new metadata tells a
-    conversion from a re-creation). The ``epoch_*`` fields describe the last boundary
-    (see the module docstring): its generation / target epoch, group type, assignor,
+    ``deleted_type`` says which protocol was deleted, and ``deleted_ms`` the time of
+    its tombstone, until new metadata tells a conversion from a re-creation). The
+    ``epoch_*`` fields describe the last boundary (see the module docstring): its
+    generation / target epoch, group type (of the last boundary with members), assignor,
     leader, ownership and members. ``last_owner`` remembers the last owner of every
     partition of a topic still referenced (held at the last boundary or subscribed),
     including partitions unassigned since; ``topic_names`` keeps only ids still in use.
@@ -175,6 +176,7 @@ class GroupSnapshot:
     group: str
     classic: ClassicState | None = None
     consumer: ConsumerState | None = None
+    other: OtherGroupState | None = None  # a share (KIP-932) or streams (KIP-1071) group
     topic_names: dict[str, str] = field(default_factory=dict)
     rebalances_total: int = 0
     partitions_moved_total: int = 0
@@ -186,6 +188,7 @@ class GroupSnapshot:
     last_rebalance_ms: int | None = None
     baseline_taken: bool = False
     deleted_type: str | None = None
+    deleted_ms: int | None = None
     last_generation: int | None = None
     epoch_generation: int | None = None
     epoch_type: str | None = None
@@ -201,12 +204,14 @@ class GroupSnapshot:
 
     @property
     def group_type(self) -> str:
+        if self.other is not None:
+            return self.other.group_type
         return CONSUMER if self.consumer is not None else CLASSIC
 
     @property
     def has_metadata(self) -> bool:
         """False once the group's metadata was tombstoned (or never seen)."""
-        return self.classic is not None or self.consumer is not None
+        return self.classic is not None or self.consumer is not None or self.other is not None
 
     def topic_label(self, topic: str) -> str:
         """A topic for display: KIP-848 assignments carry ids, shown by name when known."""
@@ -226,6 +231,10 @@ class GroupSnapshot:
         if self.rebalance_durations:  # most groups never had a measured rebalance: no bytes for them
             d.update(rebalance_durations=self.rebalance_durations,
                      rebalance_duration_sum_ms=self.rebalance_duration_sum_ms)
+        if self.deleted_ms is not None:  # only between a tombstone and the metadata after it
+            d["deleted_ms"] = self.deleted_ms
+        if self.other is not None:
+            d["other"] = asdict(self.other)
         return d
 
     def to_json(self) -> str:
@@ -242,6 +251,8 @@ class GroupSnapshot:
             **{name: d[name] for name in _PLAIN_FIELDS},
             rebalance_durations=dict(durations or {}),
             rebalance_duration_sum_ms=d.get("rebalance_duration_sum_ms", 0),
+            deleted_ms=d.get("deleted_ms"),
+            other=_other_from_dict(d["other"]) if d.get("other") is not None else None,
             classic=_classic_from_dict(classic) if classic is not None else None,
             consumer=_consumer_from_dict(consumer) if consumer is not None else None,
             epoch_owners=_owners_from_json(d["epoch_owners"]),
@@ -347,9 +358,65 @@ def member_keys(snapshot: GroupSnapshot) -> list[str]:
         return [m.owner for m in snapshot.classic.members]
     if snapshot.consumer is not None:
         return [m.owner for m in snapshot.consumer.members.values()]
+    if snapshot.other is not None:
+        return [m.owner for m in snapshot.other.members.values() if m.known]
     return []
 
 
 def learn_topic(snapshot: GroupSnapshot, topic_id: str | None, name: str | None) -> None:
     if topic_id and topic_id != ZERO_UUID and name:
         snapshot.topic_names[topic_id] = name
+
+
+# --------------------------------------------------------------- share and streams groups
+
+
+@dataclass
+class OtherMember:
+    """A share- or streams-group member, as far as its records tell.
+
+    ``assigned`` counts what the member holds now (current assignment record): share
+    groups, partitions (several members may share one); streams groups, active tasks
+    (one per input partition of a subtopology). ``member_epoch`` / ``state`` are the
+    current assignment's (state: Kafka's member state number, 0 = stable).
+    """
+
+    member_id: str
+    instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    member_epoch: int | None = None
+    state: int | None = None
+    assigned: int = 0
+    target: int | None = None
+    known: bool = False  # its metadata record is there (not tombstoned)
+
+    @property
+    def owner(self) -> str:
+        return self.instance_id or self.member_id
+
+
+@dataclass
+class OtherGroupState:
+    """A share (KIP-932) or streams (KIP-1071) group: type, epochs, members.
+
+    Both follow KIP-848's layout (group epoch, target assignment epoch, per-member
+    metadata, target and current assignment records), so the state label is derived the
+    same way; no rebalance events are made for them.
+    """
+
+    group_type: str
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    members: dict[str, OtherMember] = field(default_factory=dict)
+
+    def member(self, member_id: str) -> OtherMember:
+        found = self.members.get(member_id)
+        if found is None:
+            found = self.members[member_id] = OtherMember(member_id)
+        return found
+
+
+def _other_from_dict(d: Mapping[str, Any]) -> OtherGroupState:
+    members = {k: OtherMember(**m) for k, m in d["members"].items()}
+    return OtherGroupState(d["group_type"], d["group_epoch"], d["assignment_epoch"], members)

@@ -10,6 +10,7 @@ from streaming.groups.boundary import CHURN_WINDOW_MS, imbalance_ratio
 from streaming.groups.classic import classic_leader
 from streaming.groups.consumer import preferred_assignor
 from streaming.groups.model import MEMBER_STATE_STABLE, Assignment, GroupSnapshot, member_keys
+from streaming.groups.share_streams import other_state
 from streaming.protocol import (
     CONSUMER,
     DURATION_BUCKET_LABELS,
@@ -31,8 +32,10 @@ def group_state(snapshot: GroupSnapshot) -> str:
     assignment epoch is behind the group epoch (or unknown); ``Reconciling`` while any
     member is not settled on its target (member epoch behind the target epoch, member
     state not STABLE, partitions pending revocation, or current assignment ≠ target);
-    else ``Stable``.
+    else ``Stable``. Share and streams groups: :func:`~streaming.groups.share_streams.other_state`.
     """
+    if snapshot.other is not None:
+        return other_state(snapshot.other)
     if not member_keys(snapshot):
         return "Empty"
     state = snapshot.consumer
@@ -85,6 +88,9 @@ def _member_summaries(snapshot: GroupSnapshot) -> list[MemberSummary]:
             )
             for m in snapshot.consumer.members.values()
         ]
+    if snapshot.other is not None:
+        return [MemberSummary(m.owner, m.member_id, m.client_id, m.client_host, m.assigned, m.instance_id)
+                for m in snapshot.other.members.values() if m.known]
     return []
 
 
@@ -117,8 +123,10 @@ def _cumulative(counts: Mapping[str, int]) -> tuple[int, ...]:
 def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
     """The exporter's view of a group, taken at ``now_ms`` (the batch time)."""
     members = sorted(_member_summaries(snapshot), key=lambda m: (m.member, m.member_id))
-    classic, consumer = snapshot.classic, snapshot.consumer
-    if consumer is not None:
+    classic, consumer, other = snapshot.classic, snapshot.consumer, snapshot.other
+    if other is not None:
+        protocol_type, protocol, leader, generation = other.group_type, "", "", other.group_epoch
+    elif consumer is not None:
         protocol_type, protocol, leader = CONSUMER, preferred_assignor(consumer) or "", ""
         generation = consumer.group_epoch
     elif classic is not None:

@@ -1,13 +1,19 @@
 """A durable, append-only log of rebalance events: one Parquet file per micro-batch and run.
 
-Layout: ``<path>/run=<run id>/batch=<batch id>.parquet``. A *run* is one checkpoint's
-life (its id comes from :func:`run_id_for_checkpoint`), so batch ids restarting at 0
-under a new checkpoint land in a new directory and never touch earlier history: files
-of other runs are never deleted or overwritten. Within a run Spark may execute a
-micro-batch again after a failure; writing the batch's events through a temporary file
-and an atomic rename makes the re-run replace its own first attempt instead of
-duplicating it, and a re-run without events removes that attempt's file. Files written
-before runs existed (``<path>/batch=<id>.parquet``) are still read.
+Layout: ``<path>/run=<run id>/batch=<batch id>.parquet``. A *run* is one Spark checkpoint's
+life: its id is the id Spark keeps in the checkpoint's ``metadata`` file (the streaming
+query's ``id``, the same across restarts from that checkpoint, new whenever the checkpoint
+is new, including when only ``CHECKPOINT_DIR/spark`` was deleted). So batch ids restarting
+at 0 land in a new directory and files of other runs are never deleted or overwritten.
+Within a run Spark may execute a micro-batch again after a failure; writing the batch's
+events through a temporary file and an atomic rename makes the re-run replace its own
+first attempt instead of duplicating it, and a re-run without events removes that
+attempt's file. Files written before runs existed (``<path>/batch=<id>.parquet``) are
+still read.
+
+A new checkpoint starts from the beginning of the offsets topic, and its uncompacted tail
+still holds the records of rebalances an earlier run logged: the same rebalance is then
+in two runs. Readers give each rebalance once, by its identity (:func:`event_identity`).
 
 Parquet schema (:data:`EVENT_SCHEMA`): the :class:`~streaming.protocol.RebalanceEvent`
 fields with tuple fields as ``list<string>`` columns (moved partitions as ``"topic:partition"``),
@@ -16,9 +22,9 @@ times and durations as int64 milliseconds, plus ``run_id`` and ``batch_id``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -66,53 +72,98 @@ EVENT_SCHEMA = pa.schema(
 
 _BATCH_FILE = re.compile(r"^batch=(\d+)\.parquet$")
 _RUN_DIR = re.compile(r"^run=([A-Za-z0-9_.-]+)$")
-_RUN_ID_FILE = "event-log-run-id"
 
 
-def run_id_for_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str:
-    """The checkpoint's run id: created once (a random uuid) and kept in the checkpoint.
+def spark_run_id(spark_checkpoint: str | os.PathLike[str]) -> str | None:
+    """The query id Spark keeps in its checkpoint (``metadata``: ``{"id": "<uuid>"}``), None before it wrote one.
 
-    A restart with the same checkpoint gets the same id (its re-run batches replace
-    their own files); a new checkpoint gets a new one (its batch 0 is a new file).
+    Spark writes the file when the query is created, before its first batch, and reads it
+    back on every restart from that checkpoint.
     """
-    path = Path(checkpoint_dir) / _RUN_ID_FILE
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{_RUN_ID_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(uuid.uuid4().hex + "\n")
-        try:
-            os.link(tmp, path)  # fails if another process created it first: keep theirs
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-    return path.read_text().strip()
+    path = Path(spark_checkpoint) / "metadata"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        run_id = json.loads(text)["id"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a Spark checkpoint metadata file ({exc})") from None
+    if not isinstance(run_id, str) or not _RUN_DIR.match(f"run={run_id}"):
+        raise ValueError(f"{path}: unexpected query id {run_id!r}")
+    return run_id
+
+
+def event_identity(event: RebalanceEvent) -> tuple[str, int, int]:
+    """What makes two logged events the same rebalance: group, new generation, time.
+
+    The new generation (classic) or target assignment epoch (KIP-848) and the time come
+    from the record that completed the assignment (classic: the state timestamp the value
+    carries, else the record's timestamp; KIP-848: the record's timestamp), so every run
+    that folds that record gives the same identity, whatever it saw before it. The old
+    generation is left out: a run that started later (or after compaction) may have seen
+    fewer of the group's earlier boundaries.
+    """
+    return event.group, event.new_generation, event.event_time_ms
+
+
+def unique_events(events: Sequence[RebalanceEvent]) -> list[RebalanceEvent]:
+    """Each rebalance once, in the given order: of two with one identity, the one that saw the
+    nearer previous boundary (the larger old generation: it saw more of the group's history),
+    else the first."""
+    kept: dict[tuple[str, int, int], RebalanceEvent] = {}
+    for event in events:
+        key = event_identity(event)
+        first = kept.get(key)
+        if first is None or event.old_generation > first.old_generation:
+            kept[key] = event
+    return list(kept.values())
 
 
 class EventLog:
     """Rebalance events under one directory: this run's batches appended, every run read back.
 
-    ``run_id`` names this run's directory (see :func:`run_id_for_checkpoint`); the
-    default suits a single run and tests, not a deployment that may start new
-    checkpoints.
+    The job makes the log :meth:`follow` its Spark checkpoint, so the run is the
+    checkpoint's query id; ``run_id`` (default ``"default"``) suits tests and tools that
+    only read.
     """
 
     def __init__(self, path: str | os.PathLike[str], run_id: str = "default") -> None:
         self.path = Path(path)
+        self._spark_checkpoint: Path | None = None
         self.use_run(run_id)
 
     def use_run(self, run_id: str) -> None:
-        """Append under ``run_id`` from now on (the job names its checkpoint's run once it starts)."""
+        """Append under ``run_id`` from now on."""
         if not _RUN_DIR.match(f"run={run_id}"):
             raise ValueError(f"run id {run_id!r}: letters, digits, '_', '.', '-' only")
         self.run_id = run_id
         self.run_path = self.path / f"run={run_id}"
+
+    def follow(self, spark_checkpoint: str | os.PathLike[str]) -> None:
+        """Take the run id from Spark's checkpoint once Spark has written it (at the next append):
+        the job names the log before the query exists, and a new checkpoint's id only exists then."""
+        self._spark_checkpoint = Path(spark_checkpoint)
+        run_id = spark_run_id(self._spark_checkpoint)
+        if run_id is not None:
+            self.use_run(run_id)
+            self._spark_checkpoint = None
+
+    def _resolve_run(self) -> None:
+        if self._spark_checkpoint is None:
+            return
+        run_id = spark_run_id(self._spark_checkpoint)
+        if run_id is None:
+            raise RuntimeError(f"no Spark checkpoint metadata in {self._spark_checkpoint}: the event log has no run")
+        self.use_run(run_id)
+        self._spark_checkpoint = None
 
     def _file(self, batch_id: int) -> Path:
         return self.run_path / f"batch={batch_id}.parquet"
 
     def append(self, batch_id: int, events: Sequence[RebalanceEvent]) -> None:
         """Write the batch's events, replacing whatever an earlier attempt of this run's batch wrote."""
+        self._resolve_run()
         target = self._file(batch_id)
         if not events:
             target.unlink(missing_ok=True)
@@ -136,20 +187,30 @@ class EventLog:
         return sorted(m.group(1) for p in self.path.iterdir() if (m := _RUN_DIR.match(p.name)) and p.is_dir())
 
     def files(self) -> list[Path]:
-        """Every run's batch files, and files from before runs existed."""
+        """Every run's batch files, and files from before runs existed, oldest written first."""
         dirs = [self.path / f"run={run}" for run in self.runs()] + [self.path]
-        return [path for d in dirs for path in _batch_files(d).values()]
+        found = [path for d in dirs for path in _batch_files(d).values()]
+        return sorted(found, key=_written)
 
     def read(self, group: str | None = None) -> list[RebalanceEvent]:
-        """All events of all runs (or one group's), by event time, then group and generation."""
+        """All events of all runs (or one group's), each rebalance once (:func:`unique_events`),
+        by event time, then group and generation."""
         files = [str(path) for path in self.files()]
         if not files:
             return []
         dataset = ds.dataset(files, schema=EVENT_SCHEMA, format="parquet")
         table = dataset.to_table(filter=pc.field("group") == group if group is not None else None)
-        events = [RebalanceEvent.from_dict(row) for row in table.to_pylist()]
+        events = unique_events([RebalanceEvent.from_dict(row) for row in table.to_pylist()])
         events.sort(key=lambda e: (e.event_time_ms, e.group, e.new_generation))
         return events
+
+
+def _written(path: Path) -> tuple[int, str]:
+    """When a batch file was written (its rename), for "the first written wins" among duplicates."""
+    try:
+        return path.stat().st_mtime_ns, str(path)
+    except FileNotFoundError:  # replaced by a re-run while listing: it is the newest
+        return 2**63, str(path)
 
 
 def _batch_files(directory: Path) -> dict[int, Path]:
@@ -185,8 +246,9 @@ def _ratio(value: float | None) -> str:
 
 
 def churn(events: Sequence[RebalanceEvent]) -> list[tuple[str, int]]:
-    """Clients (``client_id@host``) by how often they joined or left in ``events``, busiest first."""
-    counts = Counter(client for e in events for client in (*e.joined_clients, *e.left_clients))
+    """Clients (``client_id@host``) by how often they joined or left in ``events``, busiest first;
+    a rebalance logged by two runs counts once."""
+    counts = Counter(client for e in unique_events(events) for client in (*e.joined_clients, *e.left_clients))
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:MEMBER_CHURN_CAP]
 
 

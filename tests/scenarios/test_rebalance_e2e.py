@@ -345,3 +345,66 @@ def test_each_cause_and_departure(env: Env, kip848_clients_supported: bool) -> N
     if kip848_clients_supported:
         scenarios.append(classic_group_converted)
     _run_at_once({f.__name__: f for f in scenarios})
+
+
+# ------------------------------------------------------------------ the offline switch of group.protocol
+
+
+def test_offline_protocol_switch_is_one_conversion_both_ways(env: Env, kip848: None) -> None:
+    """Kafka's documented offline migration, both ways: every consumer stops, group.protocol changes, they
+    start again. Kafka deletes the empty group and creates the other protocol's in the same write; the job
+    counts one ``protocol_converted`` rebalance each way and no re-creation. A real deletion
+    (kafka-consumer-groups --delete) followed by members of the other protocol is no conversion."""
+    group = f"offline-{env.unique}"
+    topics, parts = env.topics("offline", 1, 4)
+    monitor = env.monitor
+
+    def converted(group_type: str, rebalances: int, empties: int) -> list[RebalanceEvent]:
+        samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_info", group=group,
+                                                    group_type=group_type) == 1
+                           and _counter(s, "kafka_consumergroup_rebalances_total", group) == rebalances,
+                           f"the {group_type} group's first assignment")
+        assert _counter(samples, "kafka_consumergroup_recreations_total", group) == 0
+        assert _counter(samples, "kafka_consumergroup_empty_transitions_total", group) == empties
+        assert _counter(samples, "kafka_consumergroup_rebalance_causes_total", group,
+                        cause="protocol_converted") == rebalances
+        return env.events(group)
+
+    def stopped(empties: int) -> None:
+        wait_for(monitor, lambda s: _counter(s, "kafka_consumergroup_empty_transitions_total", group) == empties
+                 and value(s, "kafka_consumergroup_current_members", group=group) == 0, "the group to go Empty")
+
+    [c0] = start_members([env.member(group, topics, "C0")])
+    wait_balanced([c0], parts)
+    wait_generation(monitor, group, c0, "the classic group's baseline", members=1)
+    c0.leave()
+    stopped(1)
+    # Upgrade: the application starts again with group.protocol=consumer.
+    [k0] = start_members([env.member(group, topics, "K0", protocol="consumer")])
+    wait_balanced([k0], parts)
+    [upgrade] = converted("consumer", 1, 1)
+    assert upgrade.causes == ("members_joined", "protocol_converted") and upgrade.group_type == "consumer"
+    assert upgrade.joined_clients[0].startswith("K0@")
+    k0.leave()
+    stopped(2)
+    # Downgrade: back to group.protocol=classic.
+    [c1] = start_members([env.member(group, topics, "C1")])
+    wait_balanced([c1], parts)
+    events = converted("classic", 2, 2)
+    assert [e.causes for e in events] == [("members_joined", "protocol_converted")] * 2
+    assert events[1].group_type == "classic" and events[1].joined_clients[0].startswith("C1@")
+
+    # A real deletion, then members of the other protocol: a new group, no conversion, no rebalance.
+    c1.leave()
+    stopped(3)
+    with env.admin_lock:
+        assert env.admin.client.delete_groups([group]) == {group: "OK"}
+    wait_for(monitor, lambda s: not series(s, "kafka_consumergroup_rebalances_total", group=group),
+             "the deleted group's series to go")
+    [k1] = start_members([env.member(group, topics, "K1", protocol="consumer")])
+    wait_balanced([k1], parts)
+    samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_info", group=group, group_type="consumer") == 1
+                       and value(s, "kafka_consumergroup_current_members", group=group) == 1, "the new group")
+    for name in ("rebalances_total", "recreations_total", "empty_transitions_total"):
+        assert _counter(samples, f"kafka_consumergroup_{name}", group) == 0, name
+    assert len(env.events(group)) == 2  # its history stays, nothing added

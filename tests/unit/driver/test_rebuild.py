@@ -13,7 +13,7 @@ from streaming.cluster.client import DeleteRetention
 from streaming.driver.rebuild import CheckpointCheck, RebuildLimit, rebuild_limit
 from streaming.groups.store import last_batch_time_ms
 from streaming.lag.tracker import LagTracker
-from streaming.logs.events import run_id_for_checkpoint
+from streaming.logs.events import spark_run_id
 from streaming.metrics.instruments import JobMetrics
 
 NOW = 1_800_000_000.0
@@ -50,7 +50,7 @@ def checkpoint_with_history(tmp_path: Path, planned_ms: int) -> Path:
         (checkpoint / part).mkdir(parents=True)
     (checkpoint / "events" / "run=old" / "batch=3.parquet").write_bytes(b"history")
     (checkpoint / "monitor" / "dead-letters" / "sample").write_bytes(b"kept")
-    run_id_for_checkpoint(checkpoint)
+    (checkpoint / "spark" / "metadata").write_text('{"id":"0f6b5c9e-query"}')
     return checkpoint
 
 
@@ -68,19 +68,19 @@ def gauges(metrics: JobMetrics) -> tuple[float | None, float | None]:
 
 def test_a_checkpoint_younger_than_the_limit_is_resumed(tmp_path, caplog):
     checkpoint = checkpoint_with_history(tmp_path, int((NOW - 100) * 1000))
-    run_id = run_id_for_checkpoint(checkpoint)
+    run_id = spark_run_id(checkpoint / "spark")
     caplog.set_level(logging.INFO, logger="rebalance_monitor")
     rebuilt, metrics = check(checkpoint, RebuildLimit(101, "delete.retention.ms of topic __consumer_offsets"))
     assert not rebuilt
     assert gauges(metrics) == (100.0, 0.0)
     assert (checkpoint / "spark" / "commits" / "7").exists() and (checkpoint / "monitor" / "state").exists()
-    assert run_id_for_checkpoint(checkpoint) == run_id
+    assert spark_run_id(checkpoint / "spark") == run_id
     assert "checkpoint is 100s old; resuming from it" in caplog.text
 
 
 def test_a_checkpoint_older_than_the_limit_is_set_aside_keeping_the_event_log_and_dead_letters(tmp_path, caplog):
     checkpoint = checkpoint_with_history(tmp_path, int((NOW - 100) * 1000))
-    run_id = run_id_for_checkpoint(checkpoint)
+    run_id = spark_run_id(checkpoint / "spark")
     caplog.set_level(logging.INFO, logger="rebalance_monitor")
     rebuilt, metrics = check(checkpoint, RebuildLimit(100, "delete.retention.ms of topic __consumer_offsets"))
     assert rebuilt
@@ -89,7 +89,7 @@ def test_a_checkpoint_older_than_the_limit_is_set_aside_keeping_the_event_log_an
     assert sorted(p.name for p in (checkpoint / "monitor").iterdir()) == ["dead-letters"]
     assert (checkpoint / "events" / "run=old" / "batch=3.parquet").read_bytes() == b"history"
     assert (checkpoint / "monitor" / "dead-letters" / "sample").read_bytes() == b"kept"
-    assert run_id_for_checkpoint(checkpoint) != run_id  # the rebuilt query's batches go to a new run
+    assert spark_run_id(checkpoint / "spark") != run_id  # the rebuilt query's batches go to a new run
     assert ("checkpoint is 100s old, older than 100s (delete.retention.ms of topic __consumer_offsets): "
             "tombstones written since may be gone") in caplog.text
 
@@ -151,10 +151,10 @@ def test_the_limit_is_read_once_unless_it_was_assumed(tmp_path):
 
 def test_a_set_aside_cut_short_is_finished_at_the_next_start(tmp_path):
     checkpoint = checkpoint_with_history(tmp_path, int(NOW * 1000))  # young: no reason of its own
-    run_id = run_id_for_checkpoint(checkpoint)
+    run_id = spark_run_id(checkpoint / "spark")
     (checkpoint / "spark").rename(checkpoint / "spark.discarded")  # killed right after the rename
     rebuilt, metrics = check(checkpoint, RebuildLimit(100, "delete.retention.ms of topic __consumer_offsets"))
     assert rebuilt
     assert sorted(p.name for p in checkpoint.iterdir()) == ["events", "monitor"]
-    assert run_id_for_checkpoint(checkpoint) != run_id
+    assert spark_run_id(checkpoint / "spark") != run_id
     assert gauges(metrics) == (0.0, 0.0)  # the rebuild was counted by the process that started it

@@ -472,11 +472,8 @@ def test_orphan_tombstones_never_create_or_break_state():
     assert events == [] and kip.to_json() == before
 
 
-def test_untracked_record_types():
+def test_offset_commits_are_not_folded():
     snap, _ = fold(None, classic(1, RANGE_2))
-    share = Record(11, Struct(groupId=G), 0, Struct(epoch=3))
-    assert apply_record(snap, share, T0) == (snap, [])
-    assert apply_record(None, share, T0) == (None, [])
     with pytest.raises(ValueError):
         apply_record(snap, Record(1, Struct(group=G, topic="t", partition=0), 3, Struct(offset=1)), T0)
 
@@ -703,6 +700,70 @@ def test_cause_protocol_converted_both_ways():
     snap, [e] = fold(snap, classic(7, [member("C0", "t0p0 t0p1 t0p2 t0p3")]))
     assert e.causes == ("members_left", "protocol_converted")
     assert snap.rebalance_causes["protocol_converted"] == 2
+
+
+T1 = T0 + 600_000  # the applications restarted with the other group.protocol ten minutes later
+
+
+def test_offline_switch_classic_to_kip848_is_one_converted_rebalance():
+    """Kafka's documented offline upgrade: every classic member stops (Kafka writes the Empty generation), the
+    members start again with group.protocol=consumer. The first heartbeat finds an empty classic group and
+    GroupMetadataManager.getOrMaybeCreateConsumerGroup deletes it (maybeDeleteEmptyClassicGroup: the type 2
+    tombstone) and creates the consumer group, all in one append: every record carries that append's time."""
+    snap, _ = fold(None, classic(3, RANGE_2))
+    snap, _ = fold(snap, classic(4, []), t=T0 + 5)
+    snap = GroupSnapshot.from_json(snap.to_json())  # the switch may come any batch later
+    switch = [classic_tombstone(), k5("A", topics=("orders",)), k3(1), k7("A", {TA: [0, 1, 2, 3]}), k6(1),
+              k8("A", 1, {TA: [0, 1, 2, 3]})]
+    snap, events = fold(snap, *switch[:2], t=T1)
+    snap = GroupSnapshot.from_json(snap.to_json())  # split across batches: the tombstone's time is kept
+    snap, more = fold(snap, *switch[2:], t=T1)
+    [e] = events + more
+    assert e.causes == ("members_joined", "protocol_converted") and e.group_type == CONSUMER
+    assert (e.new_generation, e.event_time_ms, e.members_joined) == (1, T1, ("A",))
+    assert (snap.recreations_total, snap.rebalances_total, snap.empty_transitions_total) == (0, 1, 1)
+    assert snap.rebalance_causes == {"members_joined": 1, "protocol_converted": 1}
+    assert snap.generations_advanced_total == 1  # 3 -> 4; the new group's epoch 1 is no step down
+    assert snap.deleted_type is None and snap.deleted_ms is None
+
+
+def test_offline_switch_kip848_to_classic_is_one_converted_rebalance():
+    """The downgrade: the last KIP-848 member leaves (tombstones 8, 7, 5 and the group-epoch bump), the
+    applications start again with group.protocol=classic. The first JoinGroup finds an empty consumer group:
+    maybeDeleteEmptyConsumerGroup writes its tombstones (target epoch, subscription metadata, group epoch) and
+    the new classic group's generation-0 record in the same append; generation 1 completes later."""
+    snap = one_member_group()
+    snap, events = fold(snap, tomb(8, "A"), tomb(7, "A"), tomb(5, "A"), k3(2), t=T0 + 5)
+    assert events == [] and snap.empty_transitions_total == 1
+    snap, events = fold(snap, tomb(6), tomb(4), tomb(3), created_4x(T1), t=T1)
+    assert events == [] and snap.group_type == CLASSIC and snap.recreations_total == 0
+    snap, [e] = fold(snap, classic(1, RANGE_2, ts=T1 + 3_000), t=T1 + 3_010)
+    assert e.causes == ("members_joined", "protocol_converted") and e.group_type == CLASSIC
+    assert (snap.recreations_total, snap.rebalances_total) == (0, 1)
+    snap, [e] = fold(snap, classic(2, [member("C0", "t0p0 t0p1 t0p2 t1p0 t1p1 t1p2")]), t=T1 + 60_000)
+    assert e.causes == ("members_left",)  # converted once, then a classic group like any other
+
+
+@pytest.mark.parametrize("new_protocol", [CLASSIC, CONSUMER])
+def test_a_deleted_group_created_again_is_a_recreation_whatever_its_protocol(new_protocol):
+    """kafka-consumer-groups --delete is an append of its own (the offsets' tombstones, then the group's);
+    members coming later, with either protocol, make a re-created group: a new baseline, no rebalance."""
+    snap, _ = fold(None, classic(3, RANGE_2))
+    snap, _ = fold(snap, classic(4, []), t=T0 + 5)
+    snap, _ = fold(snap, classic_tombstone(), t=T0 + 60_000)
+    again = [created_4x(T1), classic(1, RANGE_2, ts=T1)] if new_protocol == CLASSIC else [
+        k5("A"), k3(1), k7("A", ALL_A), k6(1), k8("A", 1, ALL_A)]
+    snap, events = fold(snap, *again, t=T1)
+    assert events == [] and snap.group_type == new_protocol
+    assert (snap.recreations_total, snap.rebalances_total, snap.rebalance_causes) == (1, 0, {})
+
+
+def test_a_deleted_kip848_group_created_again_as_classic_is_a_recreation():
+    snap = one_member_group()
+    snap, _ = fold(snap, tomb(8, "A"), tomb(7, "A"), tomb(5, "A"), k3(2), t=T0 + 5)
+    snap, _ = fold(snap, tomb(6), tomb(4), tomb(3), t=T0 + 60_000)  # DeleteGroups
+    snap, events = fold(snap, created_4x(T1), classic(1, RANGE_2, ts=T1), t=T1)
+    assert events == [] and (snap.recreations_total, snap.rebalances_total) == (1, 0)
 
 
 def test_cause_unknown_when_nothing_visible_changed():

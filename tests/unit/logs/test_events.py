@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import io
+import json
+import shutil
+import uuid
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streaming.logs.events import EVENT_SCHEMA, EventLog, churn, format_event, print_history, run_id_for_checkpoint
+from streaming.logs.events import (
+    EVENT_SCHEMA,
+    EventLog,
+    churn,
+    event_identity,
+    format_event,
+    print_history,
+    spark_run_id,
+)
 from streaming.protocol import RebalanceEvent
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -79,9 +91,22 @@ def test_files_carry_the_documented_schema(tmp_path):
     assert table.column("causes").to_pylist() == [["members_joined"]]
 
 
+def spark_checkpoint(path: Path) -> Path:
+    """A Spark checkpoint as Spark leaves it once a query was created on it."""
+    path.mkdir(parents=True)
+    (path / "metadata").write_text(json.dumps({"id": str(uuid.uuid4())}))
+    return path
+
+
+def following(log_dir: Path, checkpoint: Path) -> EventLog:
+    log = EventLog(log_dir)
+    log.follow(checkpoint)
+    return log
+
+
 def test_a_new_checkpoint_keeps_all_earlier_history(tmp_path):
     log_dir = tmp_path / "events"
-    first = EventLog(log_dir, run_id=run_id_for_checkpoint(tmp_path / "checkpoint-1"))
+    first = following(log_dir, spark_checkpoint(tmp_path / "checkpoint-1" / "spark"))
     first.append(0, [event("a", 1, T0)])
     first.append(1, [event("a", 2, T0 + 10)])
     def first_run_files():
@@ -90,7 +115,7 @@ def test_a_new_checkpoint_keeps_all_earlier_history(tmp_path):
     written = first_run_files()
     assert len(written) == 2
     # A new checkpoint: batch ids restart at 0, under a new run id.
-    second = EventLog(log_dir, run_id=run_id_for_checkpoint(tmp_path / "checkpoint-2"))
+    second = following(log_dir, spark_checkpoint(tmp_path / "checkpoint-2" / "spark"))
     assert second.run_id != first.run_id
     second.append(0, [event("a", 3, T0 + 20)])
     second.append(1, [])  # an empty re-run in the new run removes nothing of the old one
@@ -98,10 +123,72 @@ def test_a_new_checkpoint_keeps_all_earlier_history(tmp_path):
     assert [e.new_generation for e in second.read("a")] == [2, 3, 4]
     assert second.runs() == sorted([first.run_id, second.run_id])
     # Restarting the first checkpoint resumes its run: a re-run of batch 1 replaces only its file.
-    again = EventLog(log_dir, run_id=run_id_for_checkpoint(tmp_path / "checkpoint-1"))
+    again = following(log_dir, tmp_path / "checkpoint-1" / "spark")
     assert again.run_id == first.run_id
     again.append(1, [event("a", 2, T0 + 10, members_joined=("C9",))])
     assert [e.members_joined for e in again.read("a")] == [("C2",), ("C9",), ("C2",)]
+
+
+def test_deleting_only_the_spark_checkpoint_starts_a_new_run(tmp_path):
+    """The monitor's own state and the event log stay; Spark's checkpoint is new: its batch 0 must not
+    overwrite the first run's batch 0."""
+    checkpoint = tmp_path / "checkpoint"
+    log = following(checkpoint / "events", spark_checkpoint(checkpoint / "spark"))
+    log.append(0, [event("a", 1, T0)])
+    shutil.rmtree(checkpoint / "spark")
+    fresh = EventLog(checkpoint / "events")
+    fresh.follow(checkpoint / "spark")  # the job names the log before the query exists
+    spark_checkpoint(checkpoint / "spark")  # the query is created: Spark writes its metadata
+    fresh.append(0, [event("a", 5, T0 + 50)])
+    assert fresh.run_id != log.run_id
+    assert [e.new_generation for e in fresh.read("a")] == [2, 6]
+
+
+def test_the_run_is_spark_s_query_id(tmp_path):
+    checkpoint = spark_checkpoint(tmp_path / "spark")
+    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    assert spark_run_id(checkpoint) == query_id
+    log = EventLog(tmp_path / "events")
+    log.follow(checkpoint)
+    log.append(0, [event("a", 1, T0)])
+    assert (tmp_path / "events" / f"run={query_id}" / "batch=0.parquet").exists()
+    assert spark_run_id(tmp_path / "nowhere") is None
+    (checkpoint / "metadata").write_text("{not json")
+    with pytest.raises(ValueError, match="not a Spark checkpoint metadata file"):
+        spark_run_id(checkpoint)
+    (checkpoint / "metadata").write_text('{"id": "../x"}')
+    with pytest.raises(ValueError, match="unexpected query id"):
+        spark_run_id(checkpoint)
+
+
+def test_appending_before_spark_wrote_its_checkpoint_is_an_error(tmp_path):
+    log = EventLog(tmp_path / "events")
+    log.follow(tmp_path / "spark")
+    with pytest.raises(RuntimeError, match="no Spark checkpoint metadata"):
+        log.append(0, [event("a", 1, T0)])
+
+
+def test_a_rebalance_logged_by_two_runs_is_read_once(tmp_path):
+    """A new checkpoint replays the topic's uncompacted tail: the rebalances the first run logged are
+    logged again, the first of them with an older previous generation (the new run's baseline came
+    from the compacted head). history and churn give each rebalance once."""
+    log_dir = tmp_path / "events"
+    first = EventLog(log_dir, run_id="first")
+    first.append(0, [event("a", 3, T0), event("a", 4, T0 + 10, joined_clients=("x@/h",))])
+    first.append(1, [event("b", 1, T0 + 5)])
+    second = EventLog(log_dir, run_id="second")
+    replayed = [event("a", 1, T0, new_generation=4, departures=("unknown",)),  # gen 4 at T0 again, seen from 1
+                event("a", 4, T0 + 10, joined_clients=("x@/h",)), event("a", 5, T0 + 20)]
+    second.append(0, replayed)
+    events = second.read("a")
+    assert [(e.old_generation, e.new_generation) for e in events] == [(3, 4), (4, 5), (5, 6)]
+    assert len(second.read()) == 4
+    assert churn(events) == [("app@/10.0.0.3", 2), ("x@/h", 1)]
+    out = io.StringIO()
+    assert print_history(log_dir, "a", out) == 3
+    assert churn(first.read("a") + replayed) == churn(events)  # churn de-duplicates on its own too
+    # A re-created group reusing a generation is another rebalance: its record time differs.
+    assert event_identity(event("a", 3, T0)) != event_identity(event("a", 3, T0 + 1))
 
 
 def test_run_ids_are_checked():

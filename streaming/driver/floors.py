@@ -1,0 +1,80 @@
+"""Counters shown never step back while the process lives: each group's published counters are floors.
+
+A group's counters come from the group stage, which a query restart reloads from the last batch
+Spark committed, and Spark then runs the failed batch again. The restart does not re-publish the
+reloaded state (see :class:`~streaming.driver.sink.BatchSink`), and a re-run over the same records
+gives the same counts. But the re-run reads the offsets topic again: if the log cleaner compacted
+records of that range away in between (a rebalance's record superseded, offset commits
+overwritten), the re-run counts fewer, and Prometheus would read the drop as a counter reset
+(``increase()`` jumps by the whole value). So each counter published for a group is kept, and a
+later value below it is shown as the kept one until the group's own count passes it. A group that
+leaves ``/metrics`` (deleted, expired) drops its floors: its series start again when it returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+from streaming.protocol import GroupSummary
+
+
+@dataclass(frozen=True)
+class _Shown:
+    rebalances: int
+    moved: int
+    empties: int
+    recreations: int
+    generations: int
+    causes: dict[str, int]
+    departures: dict[str, int]
+    durations: tuple[int, ...]
+    duration_sum_ms: int
+    commits: int
+
+
+class CounterFloors:
+    """The counters last published per group; :meth:`hold` never lets a group's counter go below them."""
+
+    def __init__(self) -> None:
+        self._shown: dict[str, _Shown] = {}
+
+    def hold(self, summary: GroupSummary, commits_total: int) -> tuple[GroupSummary, int]:
+        """``summary`` and ``commits_total`` with every counter at least what was last published."""
+        before = self._shown.get(summary.group)
+        if before is not None:
+            summary = replace(
+                summary,
+                rebalances_total=max(summary.rebalances_total, before.rebalances),
+                partitions_moved_total=max(summary.partitions_moved_total, before.moved),
+                empty_transitions_total=max(summary.empty_transitions_total, before.empties),
+                recreations_total=max(summary.recreations_total, before.recreations),
+                generations_advanced_total=max(summary.generations_advanced_total, before.generations),
+                rebalance_causes=_at_least(summary.rebalance_causes, before.causes),
+                departures=_at_least(summary.departures, before.departures),
+                rebalance_durations=_histogram_at_least(summary.rebalance_durations, before.durations),
+                rebalance_duration_sum_ms=max(summary.rebalance_duration_sum_ms, before.duration_sum_ms),
+            )
+            commits_total = max(commits_total, before.commits)
+        self._shown[summary.group] = _Shown(
+            summary.rebalances_total, summary.partitions_moved_total, summary.empty_transitions_total,
+            summary.recreations_total, summary.generations_advanced_total, dict(summary.rebalance_causes),
+            dict(summary.departures), summary.rebalance_durations, summary.rebalance_duration_sum_ms, commits_total)
+        return summary, commits_total
+
+    def forget(self, group: str) -> None:
+        self._shown.pop(group, None)
+
+
+def _at_least(counts: dict[str, int], floor: dict[str, int]) -> dict[str, int]:
+    merged = {key: max(counts.get(key, 0), floor.get(key, 0)) for key in counts.keys() | floor.keys()}
+    return dict(sorted(merged.items()))
+
+
+def _histogram_at_least(buckets: tuple[int, ...], floor: tuple[int, ...]) -> tuple[int, ...]:
+    """Cumulative bucket counts, each at least the floor's (still cumulative: a max of two such runs)."""
+    if not floor:
+        return buckets
+    if not buckets:
+        return floor
+    return tuple(max(a, b) for a, b in itertools.zip_longest(buckets, floor, fillvalue=0))
