@@ -20,14 +20,17 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(PY) -m testbed.jvm
 
-# Prometheus and promtool, which the ops tests and `make run` use: Debian's package when root.
+# Prometheus and promtool, which the ops tests and `make run` use, and Alertmanager with amtool, which
+# tests/deploy/test_alertmanager.py uses: Debian's packages when root.
 prometheus:
-	@if command -v promtool >/dev/null && command -v prometheus >/dev/null; then :; \
+	@if command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "Installing Prometheus and promtool (Debian package prometheus)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+		echo "Installing Prometheus, promtool, Alertmanager and amtool (Debian packages prometheus, prometheus-alertmanager)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			prometheus prometheus-alertmanager >/dev/null; \
 	else \
-		echo "NOTE: prometheus/promtool not on PATH and not root: run 'sudo apt-get install prometheus'" \
+		echo "NOTE: prometheus/promtool/amtool not on PATH and not root: run" \
+		     "'sudo apt-get install prometheus prometheus-alertmanager'" \
 		     "(or put Prometheus' release binaries on PATH); until then the Prometheus tests skip" \
 		     "(they fail under CI=true) and 'make run' needs --no-prometheus."; \
 	fi

@@ -5,8 +5,8 @@
 * group stage (:mod:`streaming.groups`) on the driver, fed once per micro-batch through
   ``foreachBatch`` with one Arrow collect (:mod:`streaming.driver`); its state lives in the
   checkpoint directory beside Spark's;
-* lag (:mod:`streaming.lag`), the assignor advisor (:mod:`streaming.advisor`), the event log
-  and dead letters (:mod:`streaming.logs`);
+* lag (:mod:`streaming.lag`), the live group states (:mod:`streaming.live`), the assignor
+  advisor (:mod:`streaming.advisor`), the event log and dead letters (:mod:`streaming.logs`);
 * metrics (:mod:`streaming.metrics`): the exporter stores rendered text, the endpoint serves it.
 
 :class:`Monitor` builds them without I/O and starts the long-lived ones in order through one
@@ -43,7 +43,8 @@ from streaming.driver.retry import RetryClock
 from streaming.jars import connector_jars
 from streaming.lag.poller import LogEndPoller
 from streaming.lag.tracker import LagTracker
-from streaming.lifecycle import Lifecycle
+from streaming.lifecycle import Component, Lifecycle
+from streaming.live.poller import LivePoller
 from streaming.logformat import configure_logging
 from streaming.logs.events import EventLog, run_id_for_checkpoint
 from streaming.metrics.runtime import register_runtime
@@ -67,7 +68,7 @@ class Monitor:
         self.tracker = LagTracker(interval_s=options.lag.poll_seconds,
                                   append_time_topics=options.lag.append_time_topics)
         self.publisher = build_publishing(metrics.cluster, self.tracker, metrics.lag_granularity, metrics.max_series,
-                                          metrics.member_labels, metrics.compat)
+                                          metrics.member_labels, metrics.compat, options.live.poll_seconds)
         self.exporter, self.instruments = self.publisher.exporter, self.publisher.instruments
         self.advisor = self.publisher.advisor = AdvisorPass(self.publisher.publish_advice)
         self.poller = LogEndPoller(options.kafka.bootstrap_servers, self.tracker,
@@ -87,8 +88,15 @@ class Monitor:
         self.event_log = EventLog(options.driver.event_log_path)
         self.runner = QueryRunner(spark, options, self.publisher, self.event_log,
                                   TopicNames(self.metadata.topic_names), self.health)
-        self.lifecycle = Lifecycle([self.server, self.metadata, self.runner, self.publisher.lag, self.advisor,
-                                    self.poller])
+        components: list[Component] = [self.server, self.metadata, self.runner, self.publisher.lag, self.advisor,
+                                       self.poller]
+        self.live_poller: LivePoller | None = None
+        if options.live.poll_seconds > 0:
+            self.live_poller = LivePoller(options.kafka.bootstrap_servers, self.publisher.states, metrics.cluster,
+                                          options.live.poll_seconds, options.live.describe_max, client_config)
+            self.exporter.add_source(self.live_poller.text)
+            components.append(self.live_poller)
+        self.lifecycle = Lifecycle(components)
 
     def start(self) -> Monitor:
         checkpoint = self.options.driver.checkpoint_dir

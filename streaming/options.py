@@ -1,7 +1,7 @@
 """Command-line options of the monitor job, shared by spark-submit and ``rebalance-monitor run``.
 
 The options are the packages' own configs composed (``KafkaConfig``, ``SourceConfig``,
-``GroupsConfig``, ``LagConfig``, ``MetricsConfig``, ``DriverConfig``): each declares its
+``GroupsConfig``, ``LagConfig``, ``LiveConfig``, ``MetricsConfig``, ``DriverConfig``): each declares its
 fields, defaults and checks beside the code that reads them, and the parser is built from
 those fields, so every flag is declared once. A config checks its values when it is built,
 so options built in code are held to the same rules as the command line.
@@ -24,6 +24,7 @@ from streaming.decode.config import SourceConfig
 from streaming.driver.config import DriverConfig
 from streaming.groups.config import GroupsConfig
 from streaming.lag.config import LagConfig
+from streaming.live.config import LiveConfig
 from streaming.metrics.config import MetricsConfig
 from streaming.settings import OptionError, flag
 
@@ -33,6 +34,7 @@ SECTIONS: dict[str, type] = {
     "source": SourceConfig,
     "groups": GroupsConfig,
     "lag": LagConfig,
+    "live": LiveConfig,
     "metrics": MetricsConfig,
     "driver": DriverConfig,
 }
@@ -69,6 +71,7 @@ class JobOptions:
     source: SourceConfig = field(default_factory=SourceConfig)
     groups: GroupsConfig = field(default_factory=GroupsConfig)
     lag: LagConfig = field(default_factory=LagConfig)
+    live: LiveConfig = field(default_factory=LiveConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     driver: DriverConfig = field(default_factory=DriverConfig)
     # Warnings about the options themselves (defaults unfit for production, deprecated options),

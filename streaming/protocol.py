@@ -264,7 +264,9 @@ class GroupSummary:
     joined or left most in the hour before ``as_of_ms`` (at most :data:`MEMBER_CHURN_CAP`).
     ``rebalance_durations`` are the cumulative counts of the duration histogram per label
     of :data:`DURATION_BUCKET_LABELS` (empty before the first measured rebalance;
-    ``rebalance_duration_sum_ms`` their sum).
+    ``rebalance_duration_sum_ms`` their sum). ``rebalance_timeout_ms`` is the longest of the
+    members' rebalance timeouts in the group's records (None when none says), how long Kafka
+    waits for members to rejoin.
     """
 
     group: str
@@ -291,6 +293,7 @@ class GroupSummary:
     members: tuple[MemberSummary, ...]
     rebalance_durations: tuple[int, ...] = ()
     rebalance_duration_sum_ms: int = 0
+    rebalance_timeout_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -51,7 +51,7 @@ def fast_rules(target: Path, for_duration: str, stall_seconds: int | None = None
     demo's or a test's time scale."""
     text = re.sub(r"^(\s+for: )\S+$", rf"\g<1>{for_duration}", SHIPPED_RULES.read_text(), flags=re.M)
     if stall_seconds is not None:
-        text, count = re.subn(r"(rebalance_monitor_last_batch_timestamp_seconds\[1h\]\)\)) > 300",
+        text, count = re.subn(r"(rebalance_monitor_last_batch_timestamp_seconds\[\w+\]\)\)) > 300",
                               rf"\1 > {stall_seconds}", text)
         if count != 1:
             raise RuntimeError("MonitorStalled's expression changed: update testbed.prometheus.fast_rules")

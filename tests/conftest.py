@@ -64,6 +64,14 @@ def missing(message: str) -> NoReturn:
     pytest.skip(message)
 
 
+def installed(tool: str) -> str:
+    """The path of ``tool`` on PATH; missing, the test skips, or fails under CI (CI=true)."""
+    path = shutil.which(tool)
+    if path is None:
+        missing(f"{tool} not on PATH: `make setup` installs it as root")
+    return path
+
+
 @functools.cache
 def version_major(path: str) -> str | None:
     """The major version a Prometheus binary reports (``prometheus, version 2.42.0+ds ...``)."""

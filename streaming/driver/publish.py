@@ -3,17 +3,23 @@
 The group stage hands over summaries and offsets; :class:`Publisher` renders the group series
 (:mod:`streaming.metrics.groups`) into the exporter, gives the lag series what lag is computed
 over (:mod:`streaming.metrics.lag`, which tells the lag tracker what to poll) and offers the
-group to the assignor advisor, whose results it renders back. The exporter only stores.
+group to the assignor advisor, whose results it renders back. The group's state series go
+through the state view (:mod:`streaming.live.view`), which reconciles the offsets topic's
+state with the live poll's. The exporter only stores.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from streaming.advisor.background import AdvisorPass
 from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.lag.tracker import LagTracker
+from streaming.live.config import DEFAULT_INTERVAL_S as LIVE_INTERVAL_S
+from streaming.live.state import LiveStates
+from streaming.live.view import Shown, StateView
 from streaming.metrics import compat
 from streaming.metrics.exporter import Exporter
 from streaming.metrics.groups import (
@@ -26,6 +32,7 @@ from streaming.metrics.groups import (
 )
 from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.lag import LAG_FAMILIES, LagSeries, member_partitions
+from streaming.metrics.live import HEALTH, LIVE_FAMILIES, LIVE_NAMES, RETENTION_FAMILIES, state_lines
 from streaming.protocol import GroupSummary, TopicPartition
 
 
@@ -34,7 +41,7 @@ class Publisher:
 
     def __init__(self, exporter: Exporter, lag: LagSeries, instruments: JobMetrics,
                  advisor: AdvisorPass | None = None, per_partition: bool = True, member_mode: str = "client",
-                 kafka_exporter: bool = False) -> None:
+                 kafka_exporter: bool = False, live_poll_seconds: float = LIVE_INTERVAL_S) -> None:
         self.exporter = exporter
         self.lag = lag
         self.instruments = instruments
@@ -44,6 +51,8 @@ class Publisher:
         self.kafka_exporter = kafka_exporter
         self._group_names = (*GROUP_NAMES, *(f.name for f in compat.GROUP_FAMILIES)) if kafka_exporter else GROUP_NAMES
         self.cluster = instruments.cluster
+        # A live observation older than three polls (two missed) no longer wins over the offsets topic.
+        self.states = StateView(LiveStates(), self._put_state, 3 * live_poll_seconds if live_poll_seconds > 0 else 0.0)
 
     def update(self, stage: GroupStage, group: str, now_ms: int) -> None:
         """Re-render one group's series from the stage's summary, committed offsets and assignments."""
@@ -57,6 +66,8 @@ class Publisher:
         lines = group_lines(self.cluster, summary, committed, offsets.commits_total if offsets else 0,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
+        self.lag.health.rebalanced(group, summary.rebalances_total, time.time())
+        self.states.from_offsets(summary)
         self.lag.update(group, committed, member_partitions(summary, assignments, self.member_mode),
                         offsets.last_commit_ms / 1000 if offsets else 0.0)
         if self.advisor is not None:
@@ -65,9 +76,16 @@ class Publisher:
     def remove(self, group: str) -> None:
         """A deleted or expired group: the lag series first, so a lag refresh cannot put it back."""
         self.lag.remove(group)
+        self.states.forget(group)
         self.exporter.remove(group)
         if self.advisor is not None:
             self.advisor.forget(group)
+
+    def _put_state(self, group: str, shown: Shown, durations: tuple[tuple[int, ...], float]) -> None:
+        """The state view's result for ``group`` (the sink's or the live poller's thread): only while the group
+        is exported, so a poll cannot bring back a group that was removed."""
+        self.lag.health.state(group, shown.state)
+        self.exporter.put(group, state_lines(self.cluster, group, shown, durations), LIVE_NAMES, if_present=True)
 
     def publish_advice(self, group: str, ratios: Mapping[str, float] | None) -> None:
         """The advisor pass's result (its own thread): into the group's series while it is exported."""
@@ -82,7 +100,7 @@ class Publisher:
 
 def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "partition",
                      max_series: int | None = None, member_mode: str = "client",
-                     compat_mode: str = "none") -> Publisher:
+                     compat_mode: str = "none", live_poll_seconds: float = LIVE_INTERVAL_S) -> Publisher:
     """The metrics side of the job wired together: instruments, exporter, lag series, publisher.
 
     The lag series re-render after each poll round and then refresh the job's input lag; the
@@ -91,7 +109,8 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     per_partition = lag_granularity == "partition"
     kafka_exporter = compat_mode == "kafka_exporter"
     instruments = JobMetrics(cluster, tracker)
-    families = [*GROUP_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES]
+    families = [*GROUP_FAMILIES, *LIVE_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES, *RETENTION_FAMILIES,
+                HEALTH]
     if kafka_exporter:
         families += [*compat.GROUP_FAMILIES, *compat.LAG_FAMILIES]
     exporter = Exporter(families, instruments, max_series)
@@ -99,4 +118,4 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
                     kafka_exporter=kafka_exporter)
     exporter.add_source(lag.text)
     return Publisher(exporter, lag, instruments, per_partition=per_partition, member_mode=member_mode,
-                     kafka_exporter=kafka_exporter)
+                     kafka_exporter=kafka_exporter, live_poll_seconds=live_poll_seconds)

@@ -55,6 +55,18 @@ def group_state(snapshot: GroupSnapshot) -> str:
     return "Stable"
 
 
+def rebalance_timeout(snapshot: GroupSnapshot) -> int | None:
+    """The longest rebalance timeout among the members' records: how long Kafka waits for members to rejoin."""
+    if snapshot.classic is not None:
+        timeouts = [m.rebalance_timeout_ms for m in snapshot.classic.members]
+    elif snapshot.consumer is not None:
+        timeouts = [m.metadata.rebalance_timeout_ms for m in snapshot.consumer.members.values() if m.metadata]
+    else:
+        timeouts = []
+    known = [t for t in timeouts if t is not None and t > 0]
+    return max(known) if known else None
+
+
 def _member_summaries(snapshot: GroupSnapshot) -> list[MemberSummary]:
     if snapshot.classic is not None:
         return [
@@ -139,4 +151,5 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
         members=tuple(members),
         rebalance_durations=_cumulative(snapshot.rebalance_durations),
         rebalance_duration_sum_ms=snapshot.rebalance_duration_sum_ms,
+        rebalance_timeout_ms=rebalance_timeout(snapshot),
     )

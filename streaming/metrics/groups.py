@@ -39,7 +39,6 @@ GROUP_FAMILIES = (
     Family("kafka_consumergroup_current_members", G, "Members in the group."),
     Family("kafka_consumergroup_info", G,
            "Group description; always 1. Leader is the classic leader's instance id or member id."),
-    Family("kafka_consumergroup_state", G, "1 for the group's current state (Empty, Stable, Assigning, Reconciling)."),
     Family("kafka_consumergroup_assigned_partitions", G,
            "Partitions assigned to the group's members (KIP-848: current assignments)."),
     Family("kafka_consumergroup_member_assigned_partitions", G,
@@ -113,7 +112,6 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int, member_mod
     add(_F["kafka_consumergroup_current_members"], g, s.member_count)
     add(_F["kafka_consumergroup_info"], f'{g},group_type="{escape(s.group_type)}",protocol_type='
         f'"{escape(s.protocol_type)}",protocol="{escape(s.protocol)}",leader="{escape(s.leader)}"', 1)
-    add(_F["kafka_consumergroup_state"], f'{g},state="{escape(s.state)}"', 1)
     add(_F["kafka_consumergroup_assigned_partitions"], g, s.assigned_partitions)
     assigned: dict[MemberLabels, int] = {}
     for m in s.members:
@@ -138,11 +136,11 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int, member_mod
             f'{g},client_id="{escape(churn.client_id)}",client_host="{escape(churn.client_host)}"',
             churn.joins_and_leaves)
     if s.rebalance_durations:
-        _histogram(lines, _F["kafka_consumergroup_rebalance_duration_seconds"], (("group", s.group),),
+        histogram(lines, _F["kafka_consumergroup_rebalance_duration_seconds"], (("group", s.group),),
                    s.rebalance_durations, s.rebalance_duration_sum_ms / 1000)
 
 
-def _histogram(lines: Lines, family: Family, labels: tuple[tuple[str, str], ...], cumulative: tuple[int, ...],
+def histogram(lines: Lines, family: Family, labels: tuple[tuple[str, str], ...], cumulative: tuple[int, ...],
                total: float) -> None:
     """A histogram's _bucket/_sum/_count lines under ``family`` (cumulative counts per DURATION_BUCKET_LABELS)."""
     head = ",".join([f'{k}="{escape(v)}"' for k, v in labels])

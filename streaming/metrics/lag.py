@@ -17,10 +17,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from streaming.lag.tracker import LagTracker
+from streaming.live.health import HealthWindows
+from streaming.live.retention import LostRecords, margin
 from streaming.metrics import compat
 from streaming.metrics.exporter import Exporter
 from streaming.metrics.exposition import Family, Lines
 from streaming.metrics.groups import MemberLabels, member_labels
+from streaming.metrics.live import HEALTH, RETENTION_FAMILIES, retention_lines
 from streaming.protocol import GroupSummary, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -86,7 +89,8 @@ TIMESTAMP_TYPE_FAMILY = Family("kafka_topic_timestamp_type", G,
                                "1 for a tracked topic's message.timestamp.type (CreateTime: records carry the "
                                "producer's time; LogAppendTime: the broker's), what lag in seconds counts from.")
 _F = {f.name: f for f in LAG_FAMILIES}
-LAG_NAMES = tuple(_F)
+# The retention margin and records lost are rendered with the lag (same samples, same moment).
+LAG_NAMES = (*_F, *(f.name for f in RETENTION_FAMILIES), HEALTH.name)
 
 
 def member_partitions(summary: GroupSummary, assignments: Mapping[str, Sequence[TopicPartition]] | None,
@@ -111,7 +115,8 @@ class LagSeries:
     name = "lag-series"
 
     def __init__(self, cluster: str, tracker: LagTracker, exporter: Exporter, per_partition: bool = True,
-                 on_refresh: Sequence[Callable[[float], None]] = (), kafka_exporter: bool = False) -> None:
+                 on_refresh: Sequence[Callable[[float], None]] = (), kafka_exporter: bool = False,
+                 health: HealthWindows | None = None) -> None:
         self.cluster = cluster
         self.kafka_exporter = kafka_exporter  # also kafka_exporter's families (streaming.metrics.compat)
         self._names = (*LAG_NAMES, *(f.name for f in compat.LAG_FAMILIES)) if kafka_exporter else LAG_NAMES
@@ -124,6 +129,8 @@ class LagSeries:
         self._owned: dict[str, dict[MemberLabels, list[TopicPartition]]] = {}
         self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
         self._truncations: dict[str, dict[str, int]] = {}
+        self._lost = LostRecords()
+        self.health = health or HealthWindows()  # the verdict's window, fed from the same samples
         self._has_lag: set[str] = set()  # groups whose cached text holds lag lines
         self.overtaken = 0  # renders that left out a partition whose commit overtook its log-end sample
         self._batch_active = threading.Event()  # a batch is being folded: the refresh waits
@@ -246,6 +253,8 @@ class LagSeries:
             for state in (self._offsets, self._owned, self._truncated, self._truncations, self._last_commit,
                           self._fresh):
                 state.pop(group, None)
+            self._lost.forget(group)
+            self.health.forget(group)
             self._has_lag.discard(group)
             self._wanted_dirty = True
 
@@ -383,12 +392,17 @@ class LagSeries:
         found: dict[TopicPartition, Row] = {}
         per_topic: dict[str, list[Row]] = {}
         exporter_rows: list[compat.CompatRow] = []
+        margins: dict[TopicPartition, int] = {}
+        log_ends: dict[TopicPartition, int] = {}
         for (topic, partition), offset in sorted(committed.items()):
             lag = self.lag.lag(topic, partition, offset)
             overtaken = lag is not None and lag.lag < 0 and not lag.truncated
             exporter_rows.append((topic, partition, offset, None if lag is None or overtaken else lag.lag))
             if lag is None:
                 continue
+            margins[(topic, partition)] = margin(offset, lag.log_start)
+            log_ends[(topic, partition)] = lag.log_end
+            self._lost.observe(group, (topic, partition), offset, lag.log_start)
             if lag.truncated:
                 self._count_truncation(group, topic, ((topic, partition), offset))
             elif overtaken:
@@ -432,6 +446,13 @@ class LagSeries:
                     lines.add_age(_F["kafka_consumergroup_member_lag_seconds"], member, oldest)
         for topic, count in sorted(self._truncations.get(group, {}).items()):
             lines.add(_F["kafka_consumergroup_lag_truncations_total"], (("group", group), ("topic", topic)), count)
+        retention_lines(lines, group, margins, self._lost.totals(group), self.per_partition)
+        sampled_at = self.lag.last_round_at()
+        if sampled_at is not None and log_ends:
+            self.health.record(group, {tp: committed[tp] for tp in log_ends}, log_ends,
+                               self._last_commit.get(group, 0.0), sampled_at)
+            lines.add(HEALTH, (("group", group), *zip(("status", "reason"), self.health.verdict(group, sampled_at),
+                                                      strict=True)), 1)
         if self.kafka_exporter:
             compat.lag_lines(lines, group, exporter_rows, self.per_partition)
         if found:

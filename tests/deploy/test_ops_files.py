@@ -4,7 +4,8 @@ Standard library only (PyYAML is not a dependency). The PromQL itself is checked
 ``promtool`` (Debian package ``prometheus``, installed by `make setup`): rules and config
 syntax, the rules' unit tests (deploy/prometheus/rules_test.yml), and every dashboard query.
 Without promtool these skip, and fail under CI. tests/scenarios/test_prometheus_e2e.py runs them all
-in a real Prometheus against the real job.
+in a real Prometheus against the real job. The rules' families are checked against the metrics
+reference (docs/metrics.md, itself checked against the exporter), granularity included.
 """
 
 from __future__ import annotations
@@ -18,10 +19,16 @@ from typing import Any
 
 import pytest
 
+from streaming.metrics.live import HEALTH, LIVE_FAMILIES, RETENTION_FAMILIES
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboards" / "rebalance-monitor.json"
 PROMETHEUS = ROOT / "deploy" / "prometheus"
 RULES = PROMETHEUS / "rules.yml"
+REFERENCE = ROOT / "docs" / "metrics.md"
+RUNBOOKS = ROOT / "docs" / "runbooks"
+RUNBOOK_URL = "https://github.com/kafka-rebalance-monitor/kafka-rebalance-monitor/blob/main/docs/runbooks/"
+RUNBOOK_SECTIONS = ("## Meaning", "## Impact", "## Diagnosis", "## Mitigation")
 K8S = ROOT / "deploy" / "k8s"
 
 # What the job exports (streaming/exporter.py); every series also has a `cluster` label.
@@ -70,22 +77,33 @@ EXPORTED = frozenset({
     "rebalance_monitor_last_batch_timestamp_seconds",
     "rebalance_monitor_skipped_offsets_total",
     "rebalance_monitor_query_restarts_total",
+    "kafka_consumergroup_total_lag", "kafka_consumergroup_max_lag_seconds", "kafka_consumergroup_topic_total_lag",
+    "kafka_consumergroup_topic_max_lag_seconds", "rebalance_monitor_ready", "rebalance_monitor_build_info",
+    "rebalance_monitor_input_lag_seconds", "rebalance_monitor_jvm_memory_bytes",
+    "rebalance_monitor_jvm_gc_collections_total", "rebalance_monitor_jvm_gc_collection_seconds_total",
+    "rebalance_monitor_jvm_process_resident_memory_bytes", "rebalance_monitor_jvm_process_cpu_seconds_total",
 })
 HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds", "kafka_consumergroup_rebalance_duration_seconds"})
-SERIES_NAMES = EXPORTED | {h + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")}
+# The live-state, retention and health families (streaming/metrics/live.py): used by rules, not on the
+# dashboard yet (kafka_consumergroup_state, which is, stays in EXPORTED).
+LIVE = frozenset(f.name for f in (*LIVE_FAMILIES, *RETENTION_FAMILIES, HEALTH) if f.name != "kafka_consumergroup_state")
+SERIES_NAMES = EXPORTED | LIVE | {h + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")}
 # A metric name on its own: not part of a longer name, nor of a recording rule's level:metric:ops.
 METRIC = re.compile(r"(?<![\w:])(?:kafka_[a-z_]+|rebalance_monitor_[a-z_]+)(?![\w:])")
 RECORDED = re.compile(r"(?<![\w:])[a-z_]+:[a-z_]+:[a-z0-9_]+(?![\w:])")
 
 REQUIRED_ALERTS = {
-    "RebalanceStorm", "FrequentRebalances", "HighPartitionMovement", "AssignmentImbalance",
-    "ConsumerGroupLagSecondsHigh", "GroupStuckReconciling", "MonitorStalled", "MonitorFallingBehind",
-    "MonitorDecodeErrors", "LagPollerStalled", "LagPollErrors", "OffsetsTopicPartitionFrozen",
-    "MonitorQueryRestarting",
+    "RebalanceStorm", "RebalanceStormWidespread", "FrequentRebalances", "HighPartitionMovement",
+    "AssignmentImbalance", "ConsumerGroupLagSecondsHigh", "GroupStuckReconciling", "MonitorStalled",
+    "MonitorFallingBehind", "MonitorDecodeErrors", "LagPollerStalled", "LagPollErrors",
+    "OffsetsTopicPartitionFrozen", "MonitorQueryRestarting", "MonitorDown", "MonitorAbsent",
+    "MonitorSeriesDropped", "MonitorGroupsDropped", "MonitorMembersDropped",
 }
+# Who acts on an alert (deploy/alertmanager/alertmanager.yml routes and inhibits by it).
+SCOPES = {"group", "cluster", "monitor"}
 # Grafana's variables, replaced by something PromQL parses.
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$__range": "1h",
-                     "$cluster": ".*", "$group": ".*"}
+                     "$cluster": ".*", "$group": ".*", "$topn": "10"}
 
 
 def metric_names(text: str) -> set[str]:
@@ -180,29 +198,112 @@ def rule_blocks(text: str, kind: str) -> list[tuple[str, str]]:
     return blocks
 
 
+def reference() -> dict[str, tuple[str, str]]:
+    """name on the wire -> (type, granularity) from docs/metrics.md's family tables; granularity is
+    ``partition``, ``both`` or ``any`` (not about lag; also for tables without that column)."""
+    families: dict[str, tuple[str, str]] = {}
+    header: list[str] = []
+    for line in REFERENCE.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if cells[:1] == ["Family"]:
+            header = cells
+        elif not cells:
+            header = []
+        elif header and (name := re.fullmatch(r"`([a-z_]+)`", cells[0])):
+            row = dict(zip(header, cells, strict=False))
+            families[name.group(1)] = (row.get("Type", ""), row.get("Granularity", "any"))
+    return families
+
+
+def rule_series_names() -> set[str]:
+    """Every series name a rule may read: the documented families, histograms with their parts."""
+    families = reference()
+    return set(families) | {f"{name}{part}" for name, (kind, _) in families.items() if kind == "histogram"
+                            for part in ("_bucket", "_sum", "_count")}
+
+
+def without_comments(block: str) -> str:
+    return re.sub(r"^\s*#.*$", "", block, flags=re.M)
+
+
+def rule_expr(block: str) -> str:
+    """The ``expr`` of one rule block (up to the next key at the rule's level)."""
+    match = re.search(r"^(\s+)expr: *(.*?)(?=^\1\w+:|\Z)", block, re.M | re.S)
+    assert match, block
+    return match.group(2)
+
+
 def test_rules_use_only_exported_metrics() -> None:
-    text = RULES.read_text()
-    names = metric_names(text)
-    assert names <= SERIES_NAMES, f"unknown metrics in rules.yml: {sorted(names - SERIES_NAMES)}"
+    text = without_comments(RULES.read_text())
+    names, known = metric_names(text), rule_series_names()
+    assert len(known) > 50, "the metrics reference's tables were not found"
+    assert names <= known, f"metrics in rules.yml missing from docs/metrics.md: {sorted(names - known)}"
     recorded = {name for name, _ in rule_blocks(text, "record")}
     assert recorded, "no recording rules"
     for name in recorded:
         _level, metric, _ops = name.split(":")
-        assert metric in EXPORTED or f"{metric}_total" in EXPORTED, f"{name}: not named after a metric"
+        assert metric in known or f"{metric}_total" in known, f"{name}: not named after a metric"
     referenced = set(RECORDED.findall(text))
     assert referenced <= recorded, f"recording rules used but not defined: {sorted(referenced - recorded)}"
 
 
+def test_rules_read_families_of_both_granularities() -> None:
+    """A rule that reads a family served only at --lag-granularity partition is silent at topic
+    granularity: allowed only when its description says it is per-partition."""
+    families = reference()
+    partition_only = {name for name, (_, granularity) in families.items() if granularity == "partition"}
+    assert {"kafka_consumergroup_partition_lag", "kafka_consumergroup_partition_lag_seconds"} <= partition_only
+    for kind in ("alert", "record"):
+        for name, block in rule_blocks(RULES.read_text(), kind):
+            used = metric_names(rule_expr(block)) & partition_only
+            assert not used or "per-partition" in block, (
+                f"{name} reads {sorted(used)}, served at --lag-granularity partition only; use the per-topic or "
+                "per-group aggregates, or say per-partition in its description")
+
+
 def test_alerts_have_severity_and_annotations() -> None:
-    alerts = rule_blocks(RULES.read_text(), "alert")
+    alerts = rule_blocks(without_comments(RULES.read_text()), "alert")
     assert {name for name, _ in alerts} >= REQUIRED_ALERTS
     for name, block in alerts:
         assert re.search(r"^\s+severity: (critical|warning)$", block, re.M), f"{name}: severity"
+        scope = re.search(r"^\s+scope: (\w+)$", block, re.M)
+        assert scope and scope.group(1) in SCOPES, f"{name}: scope label, one of {sorted(SCOPES)}"
         assert re.search(r"^\s+summary:", block, re.M), f"{name}: summary"
         assert re.search(r"^\s+description:", block, re.M), f"{name}: description"
-        assert "Threshold" in block or name == "MonitorDown", f"{name}: threshold not documented"
-        if name.startswith(("Rebalance", "Frequent", "HighPartition", "Assignment", "ConsumerGroup", "Group")):
-            assert "$labels.group" in block and "$labels.cluster" in block, f"{name}: labels in annotations"
+        assert "Threshold" in block, f"{name}: threshold not documented"
+        if scope.group(1) in {"group", "cluster"}:
+            assert "$labels.cluster" in block, f"{name}: cluster in annotations"
+        if any(n.startswith("kafka_consumergroup_") for n in metric_names(rule_expr(block))):
+            # A stalled monitor freezes the group series: hold past MonitorStalled's 7 minutes.
+            assert re.search(r"^\s+keep_firing_for: (10|15|30)m$", block, re.M), f"{name}: keep_firing_for"
+        if scope.group(1) == "group":
+            assert "$labels.group" in block, f"{name}: group in annotations"
+
+
+def runbook_urls() -> dict[str, set[str]]:
+    """alert -> the runbook_url annotations of its rules."""
+    urls: dict[str, set[str]] = {}
+    for name, block in rule_blocks(RULES.read_text(), "alert"):
+        urls.setdefault(name, set()).update(re.findall(r"^\s+runbook_url: *(\S+)$", block, re.M))
+    return urls
+
+
+def test_every_alert_has_its_runbook_and_every_runbook_an_alert() -> None:
+    urls = runbook_urls()
+    for name, found in urls.items():
+        assert found == {f"{RUNBOOK_URL}{name}.md"}, f"{name}: runbook_url {sorted(found)}"
+        runbook = RUNBOOKS / f"{name}.md"
+        assert runbook.is_file(), f"{name}: no {runbook.relative_to(ROOT)}"
+        text = runbook.read_text()
+        assert text.startswith(f"# {name}\n"), f"{runbook.name}: title"
+        missing = [s for s in RUNBOOK_SECTIONS if not re.search(rf"^{s}$", text, re.M)]
+        assert not missing, f"{runbook.name}: sections {missing}"
+        diagnosis = text.split("## Diagnosis", 1)[1].split("## Mitigation", 1)[0]
+        for what, needle in (("dashboard panel", "Dashboard"), ("monitor command", "rebalance-monitor "),
+                             ("Kafka CLI", "kafka-")):
+            assert needle in diagnosis, f"{runbook.name}: Diagnosis names no {what}"
+    orphans = {p.stem for p in RUNBOOKS.glob("*.md")} - set(urls) - {"README"}
+    assert not orphans, f"runbooks without an alert: {sorted(orphans)}"
 
 
 def test_prometheus_config_scrapes_the_job() -> None:
@@ -210,6 +311,10 @@ def test_prometheus_config_scrapes_the_job() -> None:
     assert re.search(r"^\s+- rules\.yml", text, re.M)
     assert "localhost:10308" in text
     assert re.search(r"^\s+scrape_interval: 15s$", text, re.M)
+    # The job label is the rules' parameter: MonitorDown and MonitorAbsent match the scrape job's name.
+    [job] = re.findall(r"^\s+- job_name: *(\S+)$", text, re.M)
+    jobs = set(re.findall(r'up\{job="([^"]+)"\}', RULES.read_text()))
+    assert jobs == {job}, f"rules.yml matches job {sorted(jobs)}, prometheus.yml scrapes {job}"
 
 
 def run_promtool(promtool: str, *args: str, cwd: Path = ROOT, context: str = "") -> None:

@@ -1,5 +1,6 @@
 """The job seen where operators look: a real Prometheus scrapes a running monitor while real
-groups churn, evaluates the shipped rules, and answers every dashboard query.
+groups churn, evaluates the shipped rules, and answers every dashboard query; and the lag alerts
+fire at both --lag-granularity settings.
 
 The rules are the shipped expressions with every ``for:`` cut to 10 s and MonitorStalled's
 5-minute threshold cut to 20 s (testbed.prometheus.fast_rules): the production durations
@@ -23,6 +24,7 @@ from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus, fast_rules
 from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced
 from tests.deploy.test_ops_files import DASHBOARD, dashboard_expressions, metric_names
+from tests.support.lag_helpers import produce
 from tests.support.monitor_helpers import start_monitor
 
 pytestmark = pytest.mark.slow
@@ -179,3 +181,62 @@ def test_monitor_stalled_fires_when_the_job_stops(scene: Scene) -> None:
     scene.stop_monitor()
     wait(lambda: alert_states(scene.prometheus, "MonitorStalled").get(CLUSTER) == "firing", 120,
          "MonitorStalled to fire after the job stopped")
+
+
+# ------------------------------------------------------------------------------ lag alerts, both granularities
+
+LAG_ALERT = "ConsumerGroupLagSecondsHigh"
+HOUR_MS = 3_600_000  # the records behind the lagging groups: past both thresholds (5m, 30m) at once
+
+
+@pytest.mark.parametrize("granularity", ["partition", "topic"])
+def test_lag_alerts_fire_at_both_granularities(granularity: str, spark: Any, kafka_broker: LocalKafka,
+                                               admin: Admin, members: list[Member], prometheus_bin: str,
+                                               tmp_path: Path) -> None:
+    """Three groups parked on records written an hour ago, a monitor of their own at this
+    granularity, and Prometheus with the shipped rules: both severities of the lag alert fire
+    for a group whose consumers are all gone while its topic still receives records, and for a
+    group with a member that has stopped consuming; an empty group on an idle topic stays quiet."""
+    suffix = tmp_path.name.replace("_", "-")[-24:]
+    live, idle = f"lagalert-live-{suffix}", f"lagalert-idle-{suffix}"
+    groups = {role: f"lagalert-{role}-{suffix}" for role in ("gone", "busy", "abandoned")}
+    old = int(time.time() * 1000) - HOUR_MS
+    for topic in (live, idle):
+        admin.create_topic(topic, 1)
+        produce(kafka_broker.bootstrap, topic, 0, [old, old, old])
+    admin.commit(groups["gone"], {(live, 0): 1})
+    admin.commit(groups["busy"], {(idle, 0): 1})
+    admin.commit(groups["abandoned"], {(idle, 0): 1})
+    # Joins, takes its partition from the committed offset and sleeps in its first batch: a member
+    # that stopped consuming (no poll, so no auto-commit; heartbeats keep it in the group).
+    members.extend(start_members([Member(kafka_broker.bootstrap, groups["busy"], [idle], f"{groups['busy']}-c0",
+                                         process_delay_ms=600_000)]))
+    monitor = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--cluster", CLUSTER,
+                            "--include-groups", f"^lagalert-.*-{suffix}$", "--lag-granularity", granularity)
+    prometheus = LocalPrometheus(tmp_path / "prometheus", [f"127.0.0.1:{monitor.metrics_port}"],
+                                 rules=fast_rules(tmp_path / "rules.yml", "10s"),
+                                 scrape_interval="1s", evaluation_interval="1s")
+    producer = RateProducer(kafka_broker.bootstrap, [live], rate=5)
+    try:
+        prometheus.start()
+        producer.start()
+        expected = {(groups[role], topic, severity) for role, topic in (("gone", live), ("busy", idle))
+                    for severity in ("warning", "critical")}
+
+        def firing() -> set[tuple[str, str, str]]:
+            return {(a["labels"]["group"], a["labels"]["topic"], a["labels"]["severity"])
+                    for a in prometheus.alerts(LAG_ALERT) if a["state"] == "firing"}
+
+        try:
+            wait(lambda: firing() >= expected, 150, f"{LAG_ALERT} to fire at {granularity} granularity")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: want {sorted(expected)}, firing {sorted(firing())}; lag in seconds: "
+                                 f"{prometheus.query('kafka_consumergroup_topic_max_lag_seconds')}") from None
+        raised = {a["labels"]["group"] for a in prometheus.alerts(LAG_ALERT)}
+        assert groups["abandoned"] not in raised, "an empty group on an idle topic raised the lag alert"
+        per_partition = prometheus.query(f'kafka_consumergroup_partition_lag_seconds{{cluster="{CLUSTER}"}}')
+        assert bool(per_partition) == (granularity == "partition"), per_partition
+    finally:
+        producer.stop()
+        monitor.stop()
+        prometheus.stop()

@@ -130,6 +130,10 @@ EXPOSED = {
     "kafka_consumergroup_member_lag_seconds",
     "kafka_consumergroup_rebalance_duration_seconds_bucket", "kafka_consumergroup_rebalance_duration_seconds_sum",
     "kafka_consumergroup_rebalance_duration_seconds_count",
+    "kafka_consumergroup_state_since_timestamp_seconds", "kafka_consumergroup_rebalancing_since_timestamp_seconds",
+    "kafka_consumergroup_rebalance_timeout_seconds", "kafka_consumergroup_retention_margin_records",
+    "kafka_consumergroup_min_retention_margin_records", "kafka_consumergroup_records_lost_total",
+    "kafka_consumergroup_health",
 }
 # C0 owns t0:0 (committed 150, log end 200), C1 owns t0:2 (never committed), i-2 owns t0:1 (caught up).
 ORDERS_ASSIGNMENTS = {"C0": [("t0", 0)], "C1": [("t0", 2)], "i-2": [("t0", 1)]}

@@ -1,0 +1,1 @@
+"""The Grafana dashboard and the code that generates it (``python -m dashboards.build``)."""

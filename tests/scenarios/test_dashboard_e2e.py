@@ -1,0 +1,118 @@
+"""The dashboard at both ``--lag-granularity`` settings: a real Prometheus scrapes a running
+monitor while real groups consume and rebalance, and every dashboard query answers with data; at
+``topic`` (the setting the README recommends for large clusters) the panels titled
+"(per partition)" must be empty instead, as their descriptions say.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from testbed.broker import LocalKafka
+from testbed.prometheus import LocalPrometheus
+from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced
+from tests.deploy.test_dashboard import DASHBOARD, VARIABLES, documented_series, expressions, metric_names
+from tests.support.monitor_helpers import start_monitor
+
+pytestmark = pytest.mark.slow
+
+# Families that stay empty on a healthy cluster: nothing undecodable, no truncated log, no failed
+# poll, no open transaction on __consumer_offsets, no limit hit, every assigned partition committed.
+MAY_BE_EMPTY = {"rebalance_monitor_decode_errors_total", "kafka_consumergroup_lag_truncations_total",
+                "rebalance_monitor_log_end_poll_errors_total", "rebalance_monitor_offsets_topic_unstable_seconds",
+                "rebalance_monitor_offsets_topic_unstable_offsets", "rebalance_monitor_limit_hits_total",
+                "kafka_consumergroup_partition_lag_uncommitted"}
+
+
+def filled(expr: str) -> str:
+    for variable, value in VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+@dataclass
+class Scene:
+    prometheus: LocalPrometheus
+    granularity: str
+    started: float  # time.time() before the group formed
+
+
+@pytest.fixture(scope="module", params=["partition", "topic"])
+def scene(request: pytest.FixtureRequest, spark: Any, kafka_broker: LocalKafka, admin: Admin, prometheus_bin: str,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    """A group of two consumers on two topics that keep receiving records (its second member's
+    join is a rebalance; a third joins and leaves), scraped every second; and when it started."""
+    started = time.time()
+    work = tmp_path_factory.mktemp("dashboard-e2e")
+    suffix = work.name.replace("_", "-")
+    topics = [f"dash-{suffix}-t{i}" for i in range(2)]
+    for topic in topics:
+        admin.create_topic(topic, 3)
+    group = f"dash-{suffix}"
+    monitor = start_monitor(spark, kafka_broker.bootstrap, work, "--cluster", "dashboard-e2e",
+                            "--lag-granularity", request.param, "--include-groups", f"^{group}$")
+    server = LocalPrometheus(work / "prometheus", [f"127.0.0.1:{monitor.metrics_port}"], scrape_interval="1s",
+                             evaluation_interval="1s")
+    producer = RateProducer(kafka_broker.bootstrap, topics, rate=20)
+    members: list[Member] = []
+    try:
+        server.start()
+        producer.start()
+        members += start_members(Member(kafka_broker.bootstrap, group, topics, f"{group}-c{i}") for i in range(2))
+        wait_balanced(members, [(t, p) for t in topics for p in range(3)])
+        members += start_members([Member(kafka_broker.bootstrap, group, topics, f"{group}-flap")])
+        members[-1].leave()
+        yield Scene(server, request.param, started)
+    finally:
+        producer.stop()
+        for member in members:
+            if member.running:
+                member.crash()
+        monitor.stop()
+        server.stop()
+
+
+def test_every_query_returns_data_and_per_partition_ones_none_at_topic(scene: Scene) -> None:
+    server = scene.prometheus
+    dashboard = json.loads(DASHBOARD.read_text())
+    partition_only = {n for n, g in documented_series().items() if g == "partition"}
+    per_partition = {f"panel {p['id']} " for p in dashboard["panels"] if "(per partition)" in p.get("title", "")}
+    wanted, unwanted = [], []
+    for where, expr in expressions(dashboard):
+        names = metric_names(expr)
+        if scene.granularity == "topic" and any(where.startswith(prefix) for prefix in per_partition):
+            if names & partition_only:
+                unwanted.append((where, filled(expr)))
+        elif not names & MAY_BE_EMPTY:
+            wanted.append((where, filled(expr)))
+    assert wanted and bool(unwanted) == (scene.granularity == "topic")
+
+    def empty() -> list[str]:
+        return [f"{where}: {expr}" for where, expr in wanted if not server.query(expr)]
+
+    deadline = time.monotonic() + 180  # rates need a minute of samples; the advisor runs in the background
+    while (missing := empty()) and time.monotonic() < deadline:
+        time.sleep(5)
+    assert not missing, (f"dashboard queries without data at --lag-granularity {scene.granularity}:\n"
+                         + "\n".join(missing))
+    present = [f"{where}: {expr}" for where, expr in unwanted if server.query(expr)]
+    assert not present, "per-partition queries with data at --lag-granularity topic:\n" + "\n".join(present)
+
+
+def test_rebalance_markers_are_at_the_rebalance_time_in_ms(scene: Scene) -> None:
+    """Grafana reads each marker's value as its time in milliseconds (``useValueForTime``)."""
+    server, started = scene.prometheus, scene.started
+    dashboard = json.loads(DASHBOARD.read_text())
+    markers = [a for a in dashboard["annotations"]["list"] if "expr" in a]
+    assert markers
+    for marker in markers:
+        results = server.query(filled(marker["expr"]))
+        assert results, marker["name"]
+        for result in results:
+            assert started * 1000 <= float(result["value"][1]) <= time.time() * 1000, (marker["name"], result)
