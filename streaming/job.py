@@ -47,6 +47,7 @@ from streaming.lag.poller import LogEndPoller
 from streaming.lag.tracker import LagTracker
 from streaming.lifecycle import Component, Lifecycle
 from streaming.live.poller import LivePoller
+from streaming.logformat import configure_logging
 from streaming.logs.events import EventLog
 from streaming.metrics.runtime import register_runtime
 from streaming.metrics.server import MetricsServer
@@ -177,20 +178,9 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
     return spark
 
 
-def configure_logging(level: str) -> None:
-    """The job's log format and level (--log-level); the Kafka clients' and py4j's INFO chatter left out."""
-    logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # py4j logs every callback at INFO, and from __del__ too: at interpreter exit that took the log
-    # handler's lock held by a thread already frozen, and the process never ended.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    # kafka-python logs every connection, metadata update and coordinator change at INFO.
-    logging.getLogger("kafka").setLevel(max(getattr(logging, level), logging.WARNING) if level != "DEBUG"
-                                        else logging.DEBUG)
-
-
 def run(options: JobOptions) -> None:
     """Run until SIGINT/SIGTERM, then stop the query cleanly (the checkpoint stays consistent)."""
-    configure_logging(options.driver.log_level)
+    configure_logging(options.driver.log_level, options.driver.log_format, secret_values(options.kafka.kafka_options))
     for note in options.notes:
         log.warning("%s", note)
     # Before Spark starts: a refused login would otherwise look like a job that never progresses.

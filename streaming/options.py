@@ -13,8 +13,10 @@ import argparse
 import dataclasses
 import os
 import shlex
+import tomllib
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from streaming.cluster.config import KafkaConfig, load_kafka_config
@@ -39,6 +41,7 @@ SECTIONS: dict[str, type] = {
 
 
 ENV_PREFIX = "REBALANCE_MONITOR_"
+CONFIG_OPTION = "--config"
 # Accepted so that existing command lines keep working, read nowhere (hidden from --help).
 DEPRECATED = {"--state-partitions": "it never changed anything: the job keeps its group state on the driver"}
 
@@ -46,7 +49,9 @@ EPILOG = f"""\
 Every option can also come from the environment as {ENV_PREFIX}<OPTION>: the option's name in capitals,
 dashes as underscores (--bootstrap-server: {ENV_PREFIX}BOOTSTRAP_SERVER, --lag-granularity:
 {ENV_PREFIX}LAG_GRANULARITY; --spark-conf takes several KEY=VALUE words, quoted as in a shell).
-The command line wins over the environment, which wins over --kafka-config and the defaults.
+--config FILE (or {ENV_PREFIX}CONFIG) reads options from a TOML file, one key per option without its dashes
+(bootstrap-server = "kafka-0:9092", max-groups = 50000, spark-conf = ["spark.local.dir=/tmp/spark"]).
+The command line wins over the environment, which wins over --config, then --kafka-config, then the defaults.
 
 Kafka client settings: --kafka-config FILE, a Java-properties file as Kafka tools' --command-config
 (security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-512, sasl.jaas.config=..., ssl.truststore.location=...),
@@ -95,6 +100,9 @@ def build_parser(prog: str = "rebalance-monitor run") -> argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument(CONFIG_OPTION, dest="config", type=Path, metavar="FILE", default=None,
+                        help="a TOML file of options, one key per option without its dashes "
+                        f"[{env_name(CONFIG_OPTION)}]")
     for section, config in SECTIONS.items():
         for f in fields(config):
             if "help" not in f.metadata:
@@ -117,15 +125,18 @@ def build_parser(prog: str = "rebalance-monitor run") -> argparse.ArgumentParser
 
 def parse_args(argv: list[str], prog: str = "rebalance-monitor run",
                environ: Mapping[str, str] | None = None) -> JobOptions:
-    """The job's options from the command line over ``REBALANCE_MONITOR_*`` variables over the
-    --kafka-config file and the defaults."""
+    """The job's options from the command line over ``REBALANCE_MONITOR_*`` variables over the --config
+    file over the --kafka-config file and the defaults."""
     parser = build_parser(prog)
     environment = os.environ if environ is None else environ
-    known, rest = parser.parse_known_args([*_environment_args(parser, environment), *argv])
+    file_words = _config_file_args(parser, _config_path(argv, environment))
+    known, rest = parser.parse_known_args([*file_words, *_environment_args(parser, environment), *argv])
     values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
     notes: list[str] = []
     for dest, value in vars(known).items():
         section, _, name = dest.partition(".")
+        if section == "config":
+            continue
         if section == "deprecated":
             if value is not None:
                 notes.append(f"{name} is deprecated and ignored: {DEPRECATED[name]}")
@@ -157,14 +168,39 @@ def parse_args(argv: list[str], prog: str = "rebalance-monitor run",
     return dataclasses.replace(options, notes=(*notes, *_unfit_defaults(options)))
 
 
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """The job's settable options by their long name (--help, --version and --config aside)."""
+    options = {}
+    for action in parser._actions:
+        option = next((o for o in action.option_strings if o.startswith("--")), None)
+        if option is not None and option not in ("--help", "--version", CONFIG_OPTION):
+            options[option] = action
+    return options
+
+
+def _words(parser: argparse.ArgumentParser, option: str, action: argparse.Action, items: list[str],
+           source: str) -> list[str]:
+    """``items`` as command-line words for ``option``, each checked as argparse would, an error naming
+    ``source`` (a variable, a file's key) rather than a flag the operator never typed."""
+    words: list[str] = []
+    for item in items:
+        if action.choices is not None and item not in action.choices:
+            parser.error(f"{source}: invalid choice {item!r} (choose from {', '.join(map(str, action.choices))})")
+        if callable(action.type):
+            try:
+                action.type(item)
+            except (TypeError, ValueError):
+                type_name = getattr(action.type, "__name__", "value")
+                parser.error(f"{source}: not a valid {type_name}")
+        words += [option, item]
+    return words
+
+
 def _environment_args(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> list[str]:
     """``REBALANCE_MONITOR_<OPTION>`` variables as command-line words, put before the real command
     line so that the real one wins; a bad value is an error naming the variable."""
     words: list[str] = []
-    for action in parser._actions:
-        option = next((o for o in action.option_strings if o.startswith("--")), None)
-        if option is None or option in ("--help", "--version"):
-            continue
+    for option, action in _options(parser).items():
         variable = env_name(option)
         if variable not in environ:
             continue
@@ -173,17 +209,49 @@ def _environment_args(parser: argparse.ArgumentParser, environ: Mapping[str, str
             items = shlex.split(raw) if isinstance(action, argparse._AppendAction) else [raw]
         except ValueError as exc:
             parser.error(f"{variable}: {exc}")
-        for item in items:
-            if action.choices is not None and item not in action.choices:
-                parser.error(f"{variable}: invalid choice {item!r} (choose from "
-                             f"{', '.join(map(str, action.choices))})")
-            if callable(action.type):
-                try:
-                    action.type(item)
-                except (TypeError, ValueError):
-                    type_name = getattr(action.type, "__name__", "value")
-                    parser.error(f"{variable}: not a valid {type_name}")
-            words += [option, item]
+        words += _words(parser, option, action, items, variable)
+    return words
+
+
+def _config_path(argv: list[str], environ: Mapping[str, str]) -> Path | None:
+    """--config from the command line, else its variable: read before the rest, which it feeds."""
+    finder = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    finder.add_argument(CONFIG_OPTION, type=Path, default=None)
+    path: Path | None = finder.parse_known_args(argv)[0].config
+    if path is None and environ.get(env_name(CONFIG_OPTION)):
+        path = Path(environ[env_name(CONFIG_OPTION)])
+    return path
+
+
+def _config_file_args(parser: argparse.ArgumentParser, path: Path | None) -> list[str]:
+    """The --config file's options as command-line words, put first so that the environment and the
+    command line win. TOML, read by the standard library (tomllib): typed values (numbers, strings,
+    lists for repeatable options) and no new dependency. Kafka client settings stay in --kafka-config,
+    the Java-properties file Kafka's own tools read; an unknown key is an error, not a silent no-op.
+    Errors name the file and the key (a TOML syntax error its line), never a value."""
+    if path is None:
+        return []
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        parser.error(f"{CONFIG_OPTION} {path}: cannot read it ({exc.strerror})")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        parser.error(f"{CONFIG_OPTION} {path}: not valid TOML ({exc})")
+    options = _options(parser)
+    words: list[str] = []
+    for key, value in table.items():
+        source = f"{CONFIG_OPTION} {path}: {key}"
+        action = options.get(f"--{key}")
+        if action is None:
+            hint = " (Kafka client settings go in --kafka-config)" if key.startswith("kafka") else ""
+            parser.error(f"{source}: not an option of rebalance-monitor run{hint}")
+        repeatable = isinstance(action, argparse._AppendAction)
+        if isinstance(value, list) and not repeatable:
+            parser.error(f"{source}: takes one value, not a list")
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(item, str | int | float) and not isinstance(item, bool) for item in items):
+            parser.error(f"{source}: expected a string or a number{' (or a list of them)' if repeatable else ''}")
+        words += _words(parser, f"--{key}", action, [str(item) for item in items], source)
     return words
 
 

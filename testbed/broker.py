@@ -8,6 +8,10 @@ stop leaves no process or listening port behind.
 with a throwaway CA and broker certificate made at start (:func:`make_throwaway_pki`) and the
 users created by Kafka's own storage tool at format time; the inter-broker and controller
 listeners stay plaintext.
+
+``authorizer=True`` turns on KRaft's ACL authorizer (``StandardAuthorizer``) with the plaintext
+listeners' principal (``User:ANONYMOUS``: the controller, the inter-broker link and the test's own
+admin clients) as the only super user: the SCRAM users can do only what ACLs grant them.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+PLAINTEXT_PRINCIPAL = "User:ANONYMOUS"
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,11 @@ def java_command(version: str, main_class: str, args: list[str], *, tools: bool,
             "-cp", f"{jars}/*", main_class, *args]
 
 
+def acl_command(version: str | None = None) -> str:
+    """The main class of Kafka's ``kafka-acls`` tool (it moved to the tools jar in 4.0)."""
+    return "kafka.admin.AclCommand" if _is_kafka_3(version or kafka_version()) else "org.apache.kafka.tools.AclCommand"
+
+
 def run_kafka_tool(main_class: str, args: list[str], version: str | None = None,
                    timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's own command-line tools (e.g. the consumer-groups command)."""
@@ -145,7 +156,7 @@ class LocalKafka:
 
     def __init__(self, state_dir: Path, port: int = 0, version: str | None = None,
                  extra_config: dict[str, str] | None = None, heap: str = "768m",
-                 scram_users: dict[str, str] | None = None) -> None:
+                 scram_users: dict[str, str] | None = None, authorizer: bool = False) -> None:
         self.state_dir = Path(state_dir)
         self.version = version or kafka_version()
         self.port = port or free_port()
@@ -157,6 +168,7 @@ class LocalKafka:
         self.secure_port: int | None = None
         if self.scram_users:
             self.secure_port = free_port() if port == 0 else port + 2
+        self.authorizer = authorizer
         self.pki: ThrowawayPki | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.start_to_ready_seconds: float | None = None
@@ -232,6 +244,9 @@ class LocalKafka:
             props["group.coordinator.rebalance.protocols"] = "classic,consumer"
         if self.scram_users:
             props.update(self._secure_listener_properties())
+        if self.authorizer:
+            # No ACL means denied (allow.everyone.if.no.acl.found stays false).
+            props.update({"authorizer.class.name": AUTHORIZER_CLASS, "super.users": PLAINTEXT_PRINCIPAL})
         props.update(self.extra_config)
         return props
 

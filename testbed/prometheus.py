@@ -63,7 +63,8 @@ class LocalPrometheus:
     """One Prometheus server; ``port=0`` picks a free port."""
 
     def __init__(self, data_dir: Path, targets: list[str], *, port: int = 0, rules: Path = SHIPPED_RULES,
-                 scrape_interval: str = "15s", evaluation_interval: str = "15s") -> None:
+                 scrape_interval: str = "15s", evaluation_interval: str = "15s", binary: str | None = None) -> None:
+        self.binary = binary  # None: the prometheus on PATH
         self.data_dir = Path(data_dir)
         self.targets = targets
         self.port = port or free_port()
@@ -89,9 +90,10 @@ class LocalPrometheus:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "prometheus.yml"
         config.write_text(json.dumps(self.config(), indent=2))  # JSON is YAML
+        binary = self.binary or prometheus_binary()
         log = (self.data_dir / "prometheus.log").open("ab")
         self.process = subprocess.Popen(
-            [prometheus_binary(), f"--config.file={config}", f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()

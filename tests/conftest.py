@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import re
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -49,26 +53,53 @@ def admin(kafka_broker: LocalKafka) -> Iterator[Admin]:
     client.close()
 
 
+PROMETHEUS_MAJORS = ("2", "3")  # Debian's 2.x package and Prometheus 3, which operators run now
+BUILT_BIN = Path(__file__).resolve().parents[1] / "build" / "bin"
+
+
+def missing(message: str) -> NoReturn:
+    """Skip, or fail under CI (CI=true), where `make setup` must have installed what is missing."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def installed(tool: str) -> str:
-    """The path of ``tool``; missing, the test skips, or fails under CI (CI=true), where
-    `make setup` must have installed it."""
+    """The path of ``tool`` on PATH; missing, the test skips, or fails under CI (CI=true)."""
     path = shutil.which(tool)
     if path is None:
-        message = f"{tool} not on PATH: `make setup` installs it as root (Debian package prometheus)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(f"{tool} not on PATH: `make setup` installs it as root")
     return path
 
 
-@pytest.fixture(scope="session")
-def promtool() -> str:
-    return installed("promtool")
+@functools.cache
+def version_major(path: str) -> str | None:
+    """The major version a Prometheus binary reports (``prometheus, version 2.42.0+ds ...``)."""
+    result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    found = re.search(r"version (\d+)\.", result.stdout + result.stderr)
+    return found.group(1) if found else None
 
 
-@pytest.fixture(scope="session")
-def prometheus_bin() -> str:
-    return installed("prometheus")
+def prometheus_tool(tool: str, major: str) -> str:
+    """The path of ``tool`` (prometheus, promtool) of Prometheus ``major``: on PATH (Debian's 2.x) or in
+    build/bin (3.x, built by `make prometheus3`); missing, the test skips, or fails under CI."""
+    for path in (shutil.which(tool), str(BUILT_BIN / tool)):
+        if path is not None and os.access(path, os.X_OK) and version_major(path) == major:
+            return path
+    hint = ("`make setup` installs it as root (Debian package prometheus)" if major == "2" else
+            "`make prometheus3` (part of `make setup`) builds it into build/bin with Go")
+    missing(f"{tool} {major}.x is neither on PATH nor in {BUILT_BIN}: {hint}")
+
+
+# Module scope: a module's tests run on one major, then on the other, each setting up its own Prometheus once.
+@pytest.fixture(scope="module", params=PROMETHEUS_MAJORS, ids=lambda major: f"prometheus{major}")
+def promtool(request: pytest.FixtureRequest) -> str:
+    return prometheus_tool("promtool", request.param)
+
+
+@pytest.fixture(scope="module", params=PROMETHEUS_MAJORS, ids=lambda major: f"prometheus{major}")
+def prometheus_bin(request: pytest.FixtureRequest) -> str:
+    return prometheus_tool("prometheus", request.param)
 
 
 @pytest.fixture

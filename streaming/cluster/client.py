@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import re
 import ssl
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -167,14 +168,17 @@ def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic
             admin = None
     if admin is not None:
         try:
-            admin.describe_topics([topic])
-        except Errors.UnknownTopicOrPartitionError:
-            pass  # the offsets topic is created with the first group; the source waits for it
-        except Errors.AuthorizationError as exc:
-            raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers}: authorization failed, the job's principal "
-                                          f"may not describe topic {topic!r} ({exc})", secrets)) from None
+            described = admin.describe_topics([topic])
         finally:
             admin.close()
+        # An error per topic, not an exception: 3 (unknown) until the first group creates the offsets
+        # topic, which the source waits for; 29 when the principal may not describe it.
+        code = next((t.get("error_code", 0) for t in described if t.get("name") == topic), 3)
+        if issubclass(Errors.for_code(code), Errors.AuthorizationError):
+            raise KafkaAccessError(f"Kafka at {bootstrap_servers}: authorization failed, the job's principal may "
+                                   f"not describe topic {topic!r} (ACL operation Describe)")
+        if code == 0:
+            _check_read(bootstrap_servers, client_config, topic, secrets)
         return True
     cause = _refusal(seen, str(client_config.get("security_protocol", "")).upper().startswith("SASL"))
     if cause is not None:
@@ -182,6 +186,32 @@ def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic
     log.warning("no broker at %s answered within %.0fs; the job starts and keeps retrying", bootstrap_servers,
                 timeout_s)
     return False
+
+
+def _check_read(bootstrap_servers: str, client_config: Mapping[str, Any], topic: str, secrets: list[str],
+                window_s: float = 1.0) -> None:
+    """Fetch at the end of ``topic``'s partition 0 for ``window_s``, as Spark's source will fetch: without
+    Read on the topic the broker refuses it, which Spark's source would only report after Spark started
+    and then retry for --query-retry-seconds. No consumer group: nothing is committed."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka import errors as Errors
+
+    consumer = KafkaConsumer(**{"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-preflight",
+                                "group_id": None, "enable_auto_commit": False, "fetch_max_wait_ms": 100,
+                                **client_config})
+    try:
+        partition = KafkaTopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek_to_end(partition)
+        deadline = time.monotonic() + window_s
+        while time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+    except Errors.AuthorizationError as exc:
+        raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers}: authorization failed, the job's principal "
+                                      f"may not read topic {topic!r} (ACL operation Read; {exc})", secrets)) from None
+    finally:
+        consumer.close()
 
 
 def _refusal(errors: list[BaseException], sasl: bool) -> str | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from streaming.settings import Config, flag, not_negative, positive, setting
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class DriverConfig(Config):
         action="append"))
     log_level: str = field(default="INFO", metadata=setting(
         "the job's log level; Kafka clients' INFO chatter is shown at DEBUG only", choices=LOG_LEVELS))
+    log_format: str = field(default="text", metadata=setting(
+        "the job's log lines: text, or json (one object per line: time, level, logger, message)",
+        choices=LOG_FORMATS))
 
     def problems(self) -> list[str]:
         problems = [*positive(self, "trigger_seconds"),
@@ -51,6 +55,8 @@ class DriverConfig(Config):
                      for item in self.spark_conf if not item.partition("=")[0].strip() or "=" not in item]
         if self.log_level not in LOG_LEVELS:
             problems.append(f"{flag(self, 'log_level')} must be one of {', '.join(LOG_LEVELS)}")
+        if self.log_format not in LOG_FORMATS:
+            problems.append(f"{flag(self, 'log_format')} must be one of {', '.join(LOG_FORMATS)}")
         return problems
 
     @property

@@ -84,7 +84,7 @@ def scene(spark: Any, kafka_broker: LocalKafka, admin: Admin, prometheus_bin: st
                             "--include-groups", f"^prom-.*-{suffix}$")
     prometheus = LocalPrometheus(work / "prometheus", [f"127.0.0.1:{monitor.metrics_port}"],
                                  rules=fast_rules(work / "rules.yml", "10s", stall_seconds=20),
-                                 scrape_interval="1s", evaluation_interval="1s")
+                                 scrape_interval="1s", evaluation_interval="1s", binary=prometheus_bin)
     producer = RateProducer(kafka_broker.bootstrap, topics, rate=20)
     scene = Scene(prometheus, monitor, groups)
     try:

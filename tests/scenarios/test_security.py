@@ -7,6 +7,7 @@ module's own, with a throwaway CA and SCRAM users made by Kafka's storage tool.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -86,6 +87,8 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
     credentials = workdir / "metrics-users"
     credentials.write_text(f"{SCRAPE_USER}:{hash_password(SCRAPE_PASSWORD)}\n")
     kafka_config = workdir / "kafka.properties"
+    options_file = workdir / "rebalance-monitor.toml"  # --config: JSON log lines, the cluster's name
+    options_file.write_text('log-format = "json"\ncluster = "secure-from-file"\n')
     output = workdir / "job-output.log"
     job = None
     try:
@@ -99,7 +102,7 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
             job = subprocess.Popen(job_command(secure_broker, workdir, PASSWORD, "--metrics-tls-cert",
                                                str(pki.cert_pem), "--metrics-tls-key", str(pki.key_pem),
                                                "--metrics-basic-auth-file", str(credentials),
-                                               config_file=kafka_config),
+                                               "--config", str(options_file), config_file=kafka_config),
                                    cwd=workdir, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         started = time.monotonic()
         url = wait_for_url(job, output)
@@ -144,6 +147,8 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
         print(f"second member's rebalance after {time.monotonic() - started:.1f}s")
         # Both clients got in: Spark's source (group records decoded) and the poller (log ends).
         assert found(samples, "kafka_consumergroup_generation", group="secured-group")[0] >= 1
+        # --cluster on the command line wins over the --config file's cluster.
+        assert found(samples, "kafka_consumergroup_generation", group="secured-group", cluster="secure")
         assert found(samples, "kafka_topic_partition_log_end_offset", topic="secured-orders", partition="0") == [
             float(ends[("secured-orders", 0)])]
         assert not [v for v in found(samples, "rebalance_monitor_log_end_poll_errors_total") if v > 0]
@@ -159,6 +164,11 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
     outputs = every_output(workdir)
     log_text = output.read_text(errors="replace")
     assert re.search(r"batch \d+: \d+ records", log_text), "no progress line reached the captured output"
+    # --log-format json from the --config file: the job's own lines are JSON objects (the JVM's are not).
+    entries = [json.loads(line) for line in log_text.splitlines() if line.startswith('{"time"')]
+    assert any(re.match(r"batch \d+: \d+ records", e["message"]) for e in entries), log_text[-2000:]
+    assert all(e.keys() >= {"time", "level", "logger", "message"} for e in entries)
+    assert not re.search(r"^\d{4}-\d\d-\d\d [\d:,]+ (DEBUG|INFO|WARNING|ERROR) ", log_text, re.M), "a text log line"
     assert any("/events/" in str(path) for path in outputs), "no event log file to check"
     outputs.pop(credentials)  # holds the scrape password's hash by design, never the password
     outputs.pop(kafka_config)  # the operator's input: it holds the password by design

@@ -17,7 +17,7 @@ def test_parser_defaults_are_the_field_defaults() -> None:
     parsed = parse_args(["--bootstrap-server", "b:9092"])
     assert parsed == JobOptions.for_cluster("b:9092")
     flags = {a.dest: a for a in build_parser()._actions
-             if a.dest not in ("help", "version") and not a.dest.startswith("deprecated.")}
+             if a.dest not in ("help", "version", "config") and not a.dest.startswith("deprecated.")}
     declared = {f"{section}.{f.name}" for section, config in SECTIONS.items()
                 for f in dataclasses.fields(config)} - {"kafka.kafka_options"}
     assert flags.keys() == declared, "every field has a flag and every flag a field"
@@ -158,7 +158,7 @@ def test_spark_conf_reaches_the_session_builder(monkeypatch: pytest.MonkeyPatch)
 def test_log_level_and_quiet_kafka_clients() -> None:
     import logging
 
-    from streaming.job import configure_logging
+    from streaming.logformat import configure_logging
 
     assert parse_args(["--bootstrap-server", "b"], environ={}).driver.log_level == "INFO"
     kafka_log = logging.getLogger("kafka")
@@ -170,8 +170,39 @@ def test_log_level_and_quiet_kafka_clients() -> None:
         assert kafka_log.level == logging.ERROR
         configure_logging("DEBUG")
         assert kafka_log.level == logging.DEBUG
+        ours = [h for h in logging.getLogger().handlers if h.get_name() == "rebalance-monitor"]
+        assert len(ours) == 1, "configured again, the job's handler is replaced, not added"
     finally:
         kafka_log.setLevel(before)
+        for handler in [h for h in logging.getLogger().handlers if h.get_name() == "rebalance-monitor"]:
+            logging.getLogger().removeHandler(handler)
+
+
+def test_json_log_lines_carry_time_level_logger_message_and_no_secret() -> None:
+    import json
+    import logging
+    import sys
+
+    from streaming.logformat import JsonFormatter, TextFormatter
+
+    secret = 'pa"ss\\word'  # JSON escapes quotes and backslashes: redacted before that
+    try:
+        raise ValueError(f"boom {secret}")
+    except ValueError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord("rebalance_monitor", logging.WARNING, __file__, 1, "login as %s with %s failed",
+                               ("monitor", secret), exc_info)
+    line = JsonFormatter([secret]).format(record)
+    assert len(line.splitlines()) == 1
+    entry = json.loads(line)
+    assert entry["level"] == "WARNING" and entry["logger"] == "rebalance_monitor"
+    assert entry["message"] == "login as monitor with *** failed"
+    assert entry["time"].endswith("Z") and entry["time"][:4].isdigit()
+    assert "ValueError: boom ***" in entry["exception"] and secret not in entry["exception"]
+    text = TextFormatter([secret]).format(record)
+    assert "WARNING rebalance_monitor: login as monitor with *** failed" in text and secret not in text
+    assert parse_args(["--bootstrap-server", "b", "--log-format", "json"], environ={}).driver.log_format == "json"
+    assert parse_args(["--bootstrap-server", "b"], environ={}).driver.log_format == "text"
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -200,3 +231,72 @@ def test_unfit_defaults_are_warned_about() -> None:
     assert any(n.startswith("--checkpoint-dir is the relative default") for n in notes)
     assert parse_args(["--bootstrap-server", "b", "--cluster", "prod", "--checkpoint-dir", "/data/c"],
                       environ={}).notes == ()
+
+
+# ------------------------------------------------------------------------------ --config FILE
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "rebalance-monitor.toml"
+    path.write_text(text)
+    return path
+
+
+def test_config_file_sets_options_and_the_environment_and_command_line_win(tmp_path: Path) -> None:
+    kafka_config = tmp_path / "kafka.properties"
+    kafka_config.write_text("bootstrap.servers=from-kafka-config:9092\nsecurity.protocol=SSL\n")
+    config = write_config(tmp_path, f"""
+# every key is an option of rebalance-monitor run without its dashes
+bootstrap-server = "file:9092"
+cluster = "file-cluster"
+lag-granularity = "topic"
+max-groups = 50000
+trigger-seconds = 2.5
+kafka-config = "{kafka_config}"
+spark-conf = ["spark.local.dir=/tmp/spark", "spark.driver.memory=3g"]
+log-format = "json"
+""")
+    options = parse_args(["--config", str(config)], environ={})
+    assert options.kafka.bootstrap_servers == "file:9092"  # over --kafka-config's bootstrap.servers
+    assert options.kafka.kafka_options == {"kafka.security.protocol": "SSL"}
+    assert (options.metrics.cluster, options.metrics.lag_granularity, options.groups.max_groups,
+            options.driver.trigger_seconds, options.driver.log_format) == ("file-cluster", "topic", 50000, 2.5, "json")
+    assert options.driver.spark_settings == {"spark.local.dir": "/tmp/spark", "spark.driver.memory": "3g"}
+    # environment over the file, the command line over both; unset anywhere: the default
+    environ = {"REBALANCE_MONITOR_CLUSTER": "env-cluster", "REBALANCE_MONITOR_LAG_GRANULARITY": "partition"}
+    options = parse_args(["--config", str(config), "--lag-granularity", "topic"], environ=environ)
+    assert (options.metrics.cluster, options.metrics.lag_granularity) == ("env-cluster", "topic")
+    assert options.groups.expiry_sweep_seconds == 300.0
+    # the file named by its variable
+    options = parse_args([], environ={"REBALANCE_MONITOR_CONFIG": str(config)})
+    assert options.metrics.cluster == "file-cluster"
+    help_text = build_parser().format_help()
+    assert "--config FILE" in help_text and "REBALANCE_MONITOR_CONFIG" in help_text
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('lag-granularity = "group"', ": lag-granularity: invalid choice 'group'"),
+    ('max-series = "many"', ": max-series: not a valid int"),
+    ("trigger-seconds = 0", "--trigger-seconds must be positive"),
+    ('clusterr = "x"', ": clusterr: not an option of rebalance-monitor run"),
+    ('"kafka.sasl.jaas.config" = "secret-value"', "Kafka client settings go in --kafka-config"),
+    ('cluster = ["a", "b"]', ": cluster: takes one value, not a list"),
+    ("cluster = true", ": cluster: expected a string or a number"),
+    ('config = "other.toml"', ": config: not an option"),
+    ('cluster = "unclosed\npassword = "secret-value"', "not valid TOML (")])
+def test_config_file_errors_name_the_file_and_key_never_a_value(tmp_path: Path, text: str, message: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, text + "\n")
+    with pytest.raises(SystemExit):
+        parse_args(["--bootstrap-server", "b", "--config", str(config)], environ={})
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "secret-value" not in err
+    if "must be positive" not in message:
+        assert f"--config {config}" in err
+
+
+def test_config_file_missing_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--bootstrap-server", "b", "--config", str(tmp_path / "absent.toml")], environ={})
+    assert f"--config {tmp_path / 'absent.toml'}: cannot read it (No such file or directory)" in capsys.readouterr().err
