@@ -1,20 +1,36 @@
 # Every target sets up what it needs: a fresh clone runs `make test` or `make run` directly.
 PYTHON ?= python3
 VENV := .venv
-PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 # KAFKA_VERSION=3.9.2 make test runs the same suite against a 3.x broker.
 export KAFKA_VERSION
+# SPARK_VERSION=4.0.0 make test runs it on another supported Spark line: that line's pins
+# (deploy/python/spark-4.0.0.txt) over pyproject.toml's, in a virtualenv of its own (.venv-spark-4.0.0),
+# with the connector jars in build/jars/spark-4.0.0. Unset, it is deploy/jvm/pom.xml's spark.version,
+# which pyproject.toml pins, in .venv.
+SPARK_DEFAULT := $(shell sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' deploy/jvm/pom.xml)
+SPARK_VERSION ?= $(SPARK_DEFAULT)
+export SPARK_VERSION
+SPARK_PINS := deploy/python/spark-$(SPARK_VERSION).txt
+ifneq ($(SPARK_VERSION),$(SPARK_DEFAULT))
+VENV := .venv-spark-$(SPARK_VERSION)
+endif
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
 
 .PHONY: setup jars prometheus prometheus3 helm wheel test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
 
 setup: $(STAMP) jars prometheus prometheus3 helm
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(SPARK_PINS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps --no-warn-conflicts -r $(SPARK_PINS)
 	touch $@
+
+deploy/python/spark-%.txt:
+	@echo "SPARK_VERSION=$* is not a supported Spark line; supported:" \
+	     "$(patsubst deploy/python/spark-%.txt,%,$(wildcard deploy/python/spark-*.txt))" >&2; exit 1
 
 # Spark's Kafka connector (the job's --jars-dir) and the broker jars, through Maven into build/jars.
 jars: $(STAMP)
@@ -113,4 +129,4 @@ kafka-down: $(STAMP)
 
 clean:
 	-$(PY) -m testbed.broker down
-	rm -rf $(VENV) build .local .pytest_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf .venv .venv-spark-* build .local .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -1,7 +1,8 @@
 """Locate (and on first use fetch through Maven) the JVM jars the project runs on.
 
 The versions live only in deploy/jvm/pom.xml; KAFKA_VERSION in the environment picks
-another Kafka release (e.g. 3.9.2) for the broker and Kafka's tools.
+another Kafka release (e.g. 3.9.2) for the broker and Kafka's tools. Spark's connector follows
+the pyspark installed in the virtualenv, which ``SPARK_VERSION=... make setup`` chooses.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from importlib.metadata import version as installed_version
 from pathlib import Path
 
 from streaming.jars import CHECKOUT_JARS, connector_jars
@@ -31,7 +33,20 @@ def kafka_version() -> str:
 
 
 def spark_version() -> str:
-    return pom_property("spark.version")
+    """The installed pyspark's version; SPARK_VERSION, when set, must name it.
+
+    The Python side cannot be switched per run as the broker can: each Spark line has its own
+    virtualenv (see the Makefile), so a mismatch means the wrong interpreter runs the suite.
+    """
+    installed = installed_version("pyspark")
+    wanted = os.environ.get("SPARK_VERSION")
+    if wanted and wanted != installed:
+        venv = ".venv" if wanted == pom_property("spark.version") else f".venv-spark-{wanted}"
+        raise RuntimeError(
+            f"SPARK_VERSION={wanted} but this interpreter has pyspark {installed}: "
+            f"run `SPARK_VERSION={wanted} make setup` and use {venv}/bin/python"
+        )
+    return installed
 
 
 def _resolve(profile: str, out: Path, extra: list[str]) -> Path:
@@ -58,15 +73,9 @@ def kafka_jars(version: str | None = None) -> Path:
 
 
 def spark_connector_dir() -> Path:
-    """Resolve Spark's Kafka connector closure through Maven into build/jars (``make setup``)."""
-    import pyspark
-
+    """Resolve the connector for the installed pyspark through Maven into build/jars (``make setup``)."""
     version = spark_version()
-    if pyspark.__version__ != version:
-        raise RuntimeError(
-            f"pyspark {pyspark.__version__} is installed but deploy/jvm/pom.xml pins Spark {version}"
-        )
-    return _resolve("spark", JARS_ROOT / f"spark-{version}", [])
+    return _resolve("spark", JARS_ROOT / f"spark-{version}", [f"-Dspark.version={version}"])
 
 
 def spark_connector_jars() -> list[Path]:

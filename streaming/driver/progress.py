@@ -23,7 +23,9 @@ def source_offsets(text: str | None) -> dict[TopicPartition, int]:
         return {}
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except ValueError:  # pyspark 4.0 renders a missing offset as "None"
+        return {}
+    if not isinstance(parsed, dict):  # "null": pyspark 4.2 builds progress from JSON (first batch: no start)
         return {}
     return {(topic, int(p)): int(o) for topic, parts in parsed.items() for p, o in parts.items()}
 

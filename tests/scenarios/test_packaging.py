@@ -23,13 +23,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.jars import connector_jars
 from testbed.broker import LocalKafka, free_port
-from testbed.jvm import spark_connector_dir
+from testbed.jvm import spark_connector_dir, spark_version
 from testbed.workload import Member, start_members
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("decoders", "streaming")
 # Build inputs only: the jars, venvs and local data of a working tree are no part of a wheel.
-NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "build", ".local", "*.egg-info", "__pycache__",
+NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", ".venv-spark-*", "build", ".local", "*.egg-info", "__pycache__",
                                      ".pytest_cache", ".ruff_cache", ".hypothesis")
 
 
@@ -70,11 +70,15 @@ def test_wheel_holds_the_product_and_runtime_dependencies_only(wheel: Path) -> N
 
 @pytest.fixture(scope="module")
 def clean_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv without system site-packages holding the wheel and what PyPI resolves for it."""
+    """A venv without system site-packages holding the wheel and what PyPI resolves for it, on the
+    Spark line under test (SPARK_VERSION=... make test): its pins go over the wheel's, as in the Makefile."""
     venv = tmp_path_factory.mktemp("venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
-                   check=True, capture_output=True, timeout=1200)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, str(wheel)], check=True, capture_output=True, timeout=1200)
+    pins = ROOT / "deploy" / "python" / f"spark-{spark_version()}.txt"
+    subprocess.run([*pip, "--no-deps", "--no-warn-conflicts", "-r", str(pins)], check=True, capture_output=True,
+                   timeout=1200)
     return venv
 
 
@@ -151,7 +155,7 @@ def job_log(path: Path) -> str:
     return "first errors:\n" + "\n".join(errors) + "\n...\n" + text[-2000:]
 
 
-@pytest.mark.parametrize("packages", [None, "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"])
+@pytest.mark.parametrize("packages", [None, "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"])
 def test_spark_submit_wrapper(packages: str | None) -> None:
     """deploy/spark-submit's command line (spark-submit replaced by echo): the connector as
     local jars or as --packages, and a zip of the product without the test bed."""
