@@ -34,7 +34,11 @@ from tests.support.monitor_helpers import Samples, value
 REPO = Path(__file__).resolve().parents[2]
 # Series that depend on when they are scraped, not on the records read: lag, and the assignor
 # advice, which the advisor pass publishes from its own thread some time after a group changes.
-TIME_DEPENDENT = re.compile(r"lag|log_end|assignor_imbalance")
+# Series that do not follow from the records alone: lag and log ends (sampled), the advisor's pass
+# (background), and the live group-state poll's families (what the coordinators say at the moment of
+# the scrape: the killed and the clean job scrape at different moments).
+TIME_DEPENDENT = re.compile(r"lag|log_end|assignor_imbalance|consumergroup_state|rebalancing_|observed_rebalance"
+                            r"|health|records_lost|retention_margin")
 
 
 class RecordingMember(Member):
@@ -265,7 +269,7 @@ def count_events(events: list[RebalanceEvent], view: KafkaView, groups: Iterable
 
 
 def group_series(samples: Samples, groups: Iterable[str]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """The groups' series that follow from the records alone (lag and log-end series left out)."""
+    """The groups' series that follow from the records alone (``TIME_DEPENDENT`` ones left out)."""
     wanted = set(groups)
     return {(name, labels): v for (name, labels), v in samples.items()
             if dict(labels).get("group") in wanted and not TIME_DEPENDENT.search(name)}
