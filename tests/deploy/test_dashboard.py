@@ -204,7 +204,8 @@ def test_overviews_rank_groups_and_the_detail_row_repeats_over_the_picked_groups
                 continue
             assert "$group" not in t["expr"], f"{p['title']}: the overview ranks all groups, not the picked ones"
             if re.search(r"\bby \([^)]*\bgroup\b", t["expr"]):
-                assert "topk($topn," in t["expr"], f"{p['title']}: one series per group without topk($topn, ...)"
+                assert re.search(r"\b(?:top|bottom)k\(\$topn,", t["expr"]), (
+                    f"{p['title']}: one series per group without topk($topn, ...) or bottomk($topn, ...)")
 
 
 def test_first_row_says_what_is_wrong_now(dashboard: Json) -> None:
