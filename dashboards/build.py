@@ -7,8 +7,9 @@ thousands of groups.
 Rules the layout follows (tests/deploy/test_dashboard.py checks them):
 
 * The first row says what is wrong now; the overview rows never draw one line per group: each
-  ranks groups with ``topk($topn, ...)`` (``bottomk`` where the smallest is the worst). The detail row repeats over the groups picked in
-  ``$group`` (no "All": a repeat over every group would be thousands of rows).
+  ranks groups with ``topk($topn, ...)`` (``bottomk`` where the smallest is the worst). The detail
+  row repeats over the groups picked in ``$group`` (no "All": a repeat over every group would be
+  thousands of rows).
 * Every query reads families present at both ``--lag-granularity`` settings (the group and topic
   aggregates), except panels titled "per partition", which say they are empty at ``topic``.
 * A sum over ``$__range`` is one number for the range: an instant query in a stat or a table.
