@@ -86,48 +86,49 @@ def what_is_wrong_now(layout: Layout) -> None:
         stat("Groups storming", f"Groups with more than {STORM_REBALANCES} rebalances in the last 10 minutes "
              "(RebalanceStorm's threshold).",
              [Query(f"sum by (cluster) (increase(kafka_consumergroup_rebalances_total{{{C}}}[10m]) "
-                    f"> bool {STORM_REBALANCES})", "{{cluster}}", instant=True)], unit="short", steps=red_above),
+                    f"> bool {STORM_REBALANCES})", "{{cluster}}", instant=True)],
+             width=4, unit="short", steps=red_above),
         stat("Groups rebalancing", "Groups in a rebalance right now: neither Stable nor Empty nor Dead, by "
              "Kafka's live state (one --live-poll-seconds old at most; the offsets topic's view while the live "
              "poll is off or failing).",
              [Query(zero_per_cluster(f'count by (cluster) (kafka_consumergroup_state{{{C}, '
                                      f'state!~"Stable|Empty|Dead"}} == 1)'), "{{cluster}}", instant=True)],
-             unit="short", steps=thresholds(("green", None), ("orange", 1))),
+             width=4, unit="short", steps=thresholds(("green", None), ("orange", 1))),
         stat("Longest rebalance now", "How long the group rebalancing longest has been at it, since the live poll "
              f"first saw it rebalancing (GroupRebalanceStuck fires past half its rebalance timeout, at most "
              f"{STUCK_SECONDS} s); 0 while no group rebalances.",
              [Query(zero_per_cluster(f"time() - min by (cluster) "
                                      f"(kafka_consumergroup_rebalancing_since_timestamp_seconds{{{C}}})"),
                     "{{cluster}}", instant=True)],
-             unit="s", steps=thresholds(("green", None), ("orange", 30), ("red", STUCK_SECONDS))),
+             width=4, unit="s", steps=thresholds(("green", None), ("orange", 30), ("red", STUCK_SECONDS))),
         stat("Groups in ERR", "Groups whose health verdict is ERR: records arrive and the committed offsets do "
              "not follow (stopped, stalled, or stuck rebalancing; GroupUnhealthy). \"Least healthy groups\" "
              "below says which and why.",
              [Query(zero_per_cluster(f'count by (cluster) (kafka_consumergroup_health{{{C}, status="ERR"}} == 1)'),
-                    "{{cluster}}", instant=True)], unit="short", steps=red_above),
+                    "{{cluster}}", instant=True)], width=4, unit="short", steps=red_above),
         stat("Groups behind", f"Groups whose oldest unread record is more than {BEHIND_SECONDS} s old "
              "(ConsumerGroupLagSecondsHigh's warning threshold).",
              [Query(f"sum by (cluster) (kafka_consumergroup_max_lag_seconds{{{C}}} > bool {BEHIND_SECONDS})",
-                    "{{cluster}}", instant=True)], unit="short", steps=red_above),
+                    "{{cluster}}", instant=True)], width=4, unit="short", steps=red_above),
         stat("Worst lag", "The oldest unread record of any group: its age now.",
              [Query(f"max by (cluster) (kafka_consumergroup_max_lag_seconds{{{C}}})", "{{cluster}}", instant=True)],
-             unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", BEHIND_SECONDS))),
+             width=4, unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", BEHIND_SECONDS))),
         stat("Monitor ready", "1 while /-/ready answers 200: restored from its checkpoint and caught up with "
              "the offsets topic. Before that, figures are old.",
              [Query(f"max by (cluster) (rebalance_monitor_ready{{{C}}})", "{{cluster}}", instant=True)],
-             unit="short", steps=thresholds(("red", None), ("green", 1)), no_value="down",
+             width=6, unit="short", steps=thresholds(("red", None), ("green", 1)), no_value="down",
              mappings=[{"type": "value", "options": {"0": {"text": "not ready", "color": "red", "index": 0},
                                                      "1": {"text": "ready", "color": "green", "index": 1}}}]),
         stat("Since last batch", "Time since the monitor last made progress (MonitorStalled fires past 5m): "
              "while it grows, every other figure here is frozen.",
              [Query(f"time() - max by (cluster) (rebalance_monitor_last_batch_timestamp_seconds{{{C}}})",
                     "{{cluster}}", instant=True)],
-             unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", 300))),
+             width=6, unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", 300))),
         stat("Since last lag poll", "Time since the lag poller last fetched log ends (LagPollerStalled fires "
              "past 60 s).",
              [Query(f"time() - max by (cluster) (rebalance_monitor_log_end_poll_timestamp_seconds{{{C}}})",
                     "{{cluster}}", instant=True)],
-             unit="s", steps=thresholds(("green", None), ("orange", 30), ("red", 60))),
+             width=6, unit="s", steps=thresholds(("green", None), ("orange", 30), ("red", 60))),
         stat("Left out by limits", "Series the last scrape left out (--max-series), new groups turned away "
              "(--max-groups), member series cut (--max-members-per-group). Anything but 0: groups are "
              "missing from this dashboard; raise the limit named.",
@@ -137,7 +138,7 @@ def what_is_wrong_now(layout: Layout) -> None:
                     instant=True),
               Query(f"max by (cluster) (rebalance_monitor_members_dropped{{{C}}})", "members ({{cluster}})",
                     instant=True)],
-             unit="short", steps=red_above),
+             width=6, unit="short", steps=red_above),
     )
     top_lag = f"topk($topn, max by (cluster, group) (kafka_consumergroup_max_lag_seconds{{{C}}}))"
 
