@@ -7,8 +7,9 @@ thousands of groups.
 Rules the layout follows (tests/deploy/test_dashboard.py checks them):
 
 * The first row says what is wrong now; the overview rows never draw one line per group: each
-  ranks groups with ``topk($topn, ...)``. The detail row repeats over the groups picked in
-  ``$group`` (no "All": a repeat over every group would be thousands of rows).
+  ranks groups with ``topk($topn, ...)`` (``bottomk`` where the smallest is the worst). The detail
+  row repeats over the groups picked in ``$group`` (no "All": a repeat over every group would be
+  thousands of rows).
 * Every query reads families present at both ``--lag-granularity`` settings (the group and topic
   aggregates), except panels titled "per partition", which say they are empty at ``topic``.
 * A sum over ``$__range`` is one number for the range: an instant query in a stat or a table.
@@ -44,6 +45,7 @@ C = 'cluster=~"$cluster"'
 G = 'cluster=~"$cluster", group=~"$group"'
 STORM_REBALANCES = 10  # in 10m: RebalanceStorm's threshold (deploy/prometheus/rules.yml)
 BEHIND_SECONDS = 300  # ConsumerGroupLagSecondsHigh's warning threshold
+STUCK_SECONDS = 120  # GroupRebalanceStuck's bound when half the group's rebalance timeout is longer
 PER_PARTITION = "Per partition: empty at --lag-granularity topic (only the group and topic aggregates exist there)."
 
 # Kafka's state names, classic and KIP-848, in the order the state panels draw them.
@@ -61,6 +63,17 @@ def state_index(selector: str) -> str:
     return "max by (cluster, group) (\n  " + "\n  or ".join(terms) + "\n)"
 
 
+# The health verdict's statuses, in order of severity, with their colors (kafka_consumergroup_health).
+VERDICTS = [("OK", "green"), ("WARN", "orange"), ("ERR", "red")]
+
+
+def verdict_index(selector: str) -> str:
+    """Each group's verdict as its index in VERDICTS (reason and status kept as labels)."""
+    terms = [f'{i} * (kafka_consumergroup_health{{{selector}, status="{name}"}} == 1)'
+             for i, (name, _) in enumerate(VERDICTS)]
+    return "max by (cluster, group, status, reason) (\n  " + "\n  or ".join(terms) + "\n)"
+
+
 def zero_per_cluster(expr: str) -> str:
     """``expr`` (by cluster), 0 for a cluster where it has no series: a stat says 0, not "No data"."""
     return f"({expr}) or (0 * max by (cluster) (rebalance_monitor_groups{{{C}}}))"
@@ -73,34 +86,49 @@ def what_is_wrong_now(layout: Layout) -> None:
         stat("Groups storming", f"Groups with more than {STORM_REBALANCES} rebalances in the last 10 minutes "
              "(RebalanceStorm's threshold).",
              [Query(f"sum by (cluster) (increase(kafka_consumergroup_rebalances_total{{{C}}}[10m]) "
-                    f"> bool {STORM_REBALANCES})", "{{cluster}}", instant=True)], unit="short", steps=red_above),
-        stat("Groups rebalancing", "Groups in a rebalance right now: neither Stable nor Empty nor Dead.",
+                    f"> bool {STORM_REBALANCES})", "{{cluster}}", instant=True)],
+             width=4, unit="short", steps=red_above),
+        stat("Groups rebalancing", "Groups in a rebalance right now: neither Stable nor Empty nor Dead, by "
+             "Kafka's live state (one --live-poll-seconds old at most; the offsets topic's view while the live "
+             "poll is off or failing).",
              [Query(zero_per_cluster(f'count by (cluster) (kafka_consumergroup_state{{{C}, '
                                      f'state!~"Stable|Empty|Dead"}} == 1)'), "{{cluster}}", instant=True)],
-             unit="short", steps=thresholds(("green", None), ("orange", 1))),
+             width=4, unit="short", steps=thresholds(("green", None), ("orange", 1))),
+        stat("Longest rebalance now", "How long the group rebalancing longest has been at it, since the live poll "
+             f"first saw it rebalancing (GroupRebalanceStuck fires past half its rebalance timeout, at most "
+             f"{STUCK_SECONDS} s); 0 while no group rebalances.",
+             [Query(zero_per_cluster(f"time() - min by (cluster) "
+                                     f"(kafka_consumergroup_rebalancing_since_timestamp_seconds{{{C}}})"),
+                    "{{cluster}}", instant=True)],
+             width=4, unit="s", steps=thresholds(("green", None), ("orange", 30), ("red", STUCK_SECONDS))),
+        stat("Groups in ERR", "Groups whose health verdict is ERR: records arrive and the committed offsets do "
+             "not follow (stopped, stalled, or stuck rebalancing; GroupUnhealthy). \"Least healthy groups\" "
+             "below says which and why.",
+             [Query(zero_per_cluster(f'count by (cluster) (kafka_consumergroup_health{{{C}, status="ERR"}} == 1)'),
+                    "{{cluster}}", instant=True)], width=4, unit="short", steps=red_above),
         stat("Groups behind", f"Groups whose oldest unread record is more than {BEHIND_SECONDS} s old "
              "(ConsumerGroupLagSecondsHigh's warning threshold).",
              [Query(f"sum by (cluster) (kafka_consumergroup_max_lag_seconds{{{C}}} > bool {BEHIND_SECONDS})",
-                    "{{cluster}}", instant=True)], unit="short", steps=red_above),
+                    "{{cluster}}", instant=True)], width=4, unit="short", steps=red_above),
         stat("Worst lag", "The oldest unread record of any group: its age now.",
              [Query(f"max by (cluster) (kafka_consumergroup_max_lag_seconds{{{C}}})", "{{cluster}}", instant=True)],
-             unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", BEHIND_SECONDS))),
+             width=4, unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", BEHIND_SECONDS))),
         stat("Monitor ready", "1 while /-/ready answers 200: restored from its checkpoint and caught up with "
              "the offsets topic. Before that, figures are old.",
              [Query(f"max by (cluster) (rebalance_monitor_ready{{{C}}})", "{{cluster}}", instant=True)],
-             unit="short", steps=thresholds(("red", None), ("green", 1)), no_value="down",
+             width=6, unit="short", steps=thresholds(("red", None), ("green", 1)), no_value="down",
              mappings=[{"type": "value", "options": {"0": {"text": "not ready", "color": "red", "index": 0},
                                                      "1": {"text": "ready", "color": "green", "index": 1}}}]),
         stat("Since last batch", "Time since the monitor last made progress (MonitorStalled fires past 5m): "
              "while it grows, every other figure here is frozen.",
              [Query(f"time() - max by (cluster) (rebalance_monitor_last_batch_timestamp_seconds{{{C}}})",
                     "{{cluster}}", instant=True)],
-             unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", 300))),
+             width=6, unit="s", steps=thresholds(("green", None), ("orange", 60), ("red", 300))),
         stat("Since last lag poll", "Time since the lag poller last fetched log ends (LagPollerStalled fires "
              "past 60 s).",
              [Query(f"time() - max by (cluster) (rebalance_monitor_log_end_poll_timestamp_seconds{{{C}}})",
                     "{{cluster}}", instant=True)],
-             unit="s", steps=thresholds(("green", None), ("orange", 30), ("red", 60))),
+             width=6, unit="s", steps=thresholds(("green", None), ("orange", 30), ("red", 60))),
         stat("Left out by limits", "Series the last scrape left out (--max-series), new groups turned away "
              "(--max-groups), member series cut (--max-members-per-group). Anything but 0: groups are "
              "missing from this dashboard; raise the limit named.",
@@ -110,7 +138,7 @@ def what_is_wrong_now(layout: Layout) -> None:
                     instant=True),
               Query(f"max by (cluster) (rebalance_monitor_members_dropped{{{C}}})", "members ({{cluster}})",
                     instant=True)],
-             unit="short", steps=red_above),
+             width=6, unit="short", steps=red_above),
     )
     top_lag = f"topk($topn, max by (cluster, group) (kafka_consumergroup_max_lag_seconds{{{C}}}))"
 
@@ -201,6 +229,38 @@ def overview(layout: Layout) -> list[int]:
     return annotated
 
 
+def health_and_retention(layout: Layout) -> None:
+    """What the offsets topic alone cannot show, ranked: live rebalances, verdicts, records lost."""
+    layout.row("Health, live rebalances and data loss: top $topn groups")
+    lost = (f"topk($topn, sum by (cluster, group, topic) "
+            f"(increase(kafka_consumergroup_records_lost_total{{{C}}}[$__range])))")
+    lowest = f"bottomk($topn, min by (cluster, group) (kafka_consumergroup_min_retention_margin_records{{{C}}}))"
+    layout.add(
+        timeseries("Time rebalancing (seconds), top $topn groups", "How long each group rebalancing at each moment "
+                   "has been at it, since the live poll first saw it rebalancing: the join phase the offsets "
+                   "topic never records included. Empty while no group rebalances.",
+                   [Query(f"topk($topn, time() - max by (cluster, group) "
+                          f"(kafka_consumergroup_rebalancing_since_timestamp_seconds{{{C}}}))",
+                          "{{group}} ({{cluster}})")], unit="s", width=12),
+        table("Least healthy groups, top $topn", "Each group's health verdict over the last 10 minutes, worst "
+              "first (2 ERR, 1 WARN, 0 OK) with its reason; the rules are in docs/metrics.md.",
+              ["cluster", "group", "status", "reason"],
+              [Column("Verdict", f"topk($topn, {verdict_index(C)})", "none", colored=True)],
+              steps=thresholds(("green", None), ("orange", 1), ("red", 2))),
+        table("Records lost in the range, top $topn", "Records retention (or kafka-delete-records) deleted below "
+              "the group's committed offset before it read them, in the time range (GroupRecordsLost).",
+              ["cluster", "group", "topic"], [Column("Records lost", lost, colored=True)],
+              steps=thresholds(("green", None), ("red", 1))),
+        table("Lowest retention margins, top $topn", "Committed offset minus log start, the smallest over the "
+              "group's partitions: records retention may still delete before the group loses any (negative: "
+              "lost already), beside the group's lag.", ["cluster", "group"], [
+                  Column("Margin (records)", lowest, colored=True),
+                  Column("Lag (records)", f"max by (cluster, group) (kafka_consumergroup_total_lag{{{C}}}) "
+                         f"and on (cluster, group) {lowest}"),
+              ], ascending=True, steps=thresholds(("red", None), ("orange", 0), ("green", 1))),
+    )
+
+
 def group_detail(layout: Layout) -> None:
     """One row per picked group (Grafana repeats it): every query filters on that group."""
     layout.row("Group $group", repeat="group")
@@ -261,6 +321,27 @@ def group_detail(layout: Layout) -> None:
              [Query(f"max by (cluster, group) (max_over_time(increase(kafka_consumergroup_rebalances_total{{{G}}}"
                     f"[10m])[$__range:1m]))", "{{cluster}}", instant=True)], unit="short", width=6,
              steps=thresholds(("green", None), ("orange", 3), ("red", STORM_REBALANCES + 1))),
+        stat("Time in state", "Since the monitor first saw the group in its current state (live while the "
+             "live poll is fresh).",
+             [Query(f"time() - max by (cluster, group, state) "
+                    f"(kafka_consumergroup_state_since_timestamp_seconds{{{G}}})", "{{state}}", instant=True)],
+             unit="s", width=6, steps=thresholds(("text", None))),
+        stat("Health", "The verdict over the last 10 minutes and its reason (docs/metrics.md: the rules; "
+             "GroupUnhealthy fires after 5m in ERR).",
+             [Query(verdict_index(G), "{{reason}}", instant=True)], unit="none", width=6,
+             steps=thresholds(("text", None)),
+             mappings=[{"type": "value", "options": {str(i): {"text": name, "color": color, "index": i}
+                                                     for i, (name, color) in enumerate(VERDICTS)}}]),
+        stat("Records lost in the range", "Records deleted below the group's committed offset before it read "
+             "them, in the time range (GroupRecordsLost): the group skipped them.",
+             [Query(f"sum by (cluster, group) (increase(kafka_consumergroup_records_lost_total{{{G}}}"
+                    f"[$__range]))", "{{cluster}}", instant=True)],
+             unit="short", width=6, steps=thresholds(("green", None), ("red", 1))),
+        stat("Smallest retention margin", "Records retention may still delete from the group's closest partition "
+             "before the group loses any (committed offset - log start; negative: lost).",
+             [Query(f"min by (cluster, group) (kafka_consumergroup_min_retention_margin_records{{{G}}})",
+                    "{{cluster}}", instant=True)],
+             unit="short", width=6, steps=thresholds(("red", None), ("orange", 0), ("green", 1))),
         bargauge("Partitions per member", "Partitions assigned to each member (client id @ host; member: a "
                  "static member's instance id, see --member-labels).",
                  [Query(f"max by (cluster, group, client_id, client_host, member) "
@@ -301,7 +382,8 @@ def group_detail(layout: Layout) -> None:
                           f"(kafka_consumergroup_partition_lag_seconds{{{G}}}))", "{{topic}}/{{partition}}")],
                    unit="s", width=12),
         table("Partitions furthest behind (per partition)", PER_PARTITION + " Assigned partitions never "
-              "committed show their whole log (log end - log start).",
+              "committed show their whole log (log end - log start); retention margin: committed offset - log "
+              "start.",
               ["cluster", "group", "topic", "partition"], [
                   Column("Lag (records)", f"topk($topn, max by (cluster, group, topic, partition) "
                          f"(kafka_consumergroup_partition_lag{{{G}}}))", colored=True),
@@ -309,6 +391,8 @@ def group_detail(layout: Layout) -> None:
                          f"(kafka_consumergroup_committed_offset{{{G}}})"),
                   Column("Never committed", f"max by (cluster, group, topic, partition) "
                          f"(kafka_consumergroup_partition_lag_uncommitted{{{G}}})"),
+                  Column("Retention margin", f"max by (cluster, group, topic, partition) "
+                         f"(kafka_consumergroup_retention_margin_records{{{G}}})"),
               ], steps=thresholds(("green", None), ("orange", 1000), ("red", 100000))),
     )
 
@@ -386,6 +470,26 @@ def monitor_health(layout: Layout) -> None:
                    overrides=[{"matcher": {"id": "byFrameRefID", "options": "D"},
                                "properties": [{"id": "unit", "value": "cps"},
                                               {"id": "custom.axisPlacement", "value": "right"}]}]),
+        timeseries("Live state poll", "Admin requests the live group-state poll sends per second, by API, and "
+                   "its failures by reason; on the right axis, seconds since the last poll a broker answered and "
+                   "the last poll's duration (the state shown falls back to the offsets topic's when polls stop).",
+                   [Query(f"sum by (cluster, api) (rate(rebalance_monitor_live_requests_total{{{C}}}"
+                          f"[$__rate_interval]))", "{{api}} ({{cluster}})"),
+                    Query(f"sum by (cluster, reason) (rate(rebalance_monitor_live_poll_errors_total{{{C}}}"
+                          f"[$__rate_interval]))", "errors: {{reason}} ({{cluster}})"),
+                    Query(f"time() - max by (cluster) (rebalance_monitor_live_last_poll_timestamp_seconds{{{C}}})",
+                          "since last poll ({{cluster}})"),
+                    Query(f"max by (cluster) (rebalance_monitor_live_poll_duration_seconds{{{C}}})",
+                          "poll duration ({{cluster}})")], unit="cps",
+                   overrides=[{"matcher": {"id": "byFrameRefID", "options": ref},
+                               "properties": [{"id": "unit", "value": "s"},
+                                              {"id": "custom.axisPlacement", "value": "right"}]}
+                              for ref in ("C", "D")]),
+        timeseries("Unresolved topic ids", "KIP-848 topic ids no name was found for, per interval, by reason "
+                   "(unknown_topic_id: a deleted topic; metadata_error: the lookup failed): their partitions are "
+                   "left out of member lag and assignments.",
+                   [Query(f"sum by (cluster, reason) (increase(rebalance_monitor_unresolved_topic_ids_total{{{C}}}"
+                          f"[$__rate_interval]))", "{{reason}} ({{cluster}})")], unit="short"),
         table("Build", "Which version runs on which runtimes.",
               ["cluster", "version", "python_version", "spark_version", "java_version"],
               [Column("Instances", f"count by (cluster, version, python_version, spark_version, java_version) "
@@ -441,6 +545,7 @@ def build() -> Json:
     layout = Layout()
     what_is_wrong_now(layout)
     overview_ids = overview(layout)
+    health_and_retention(layout)
     before = len(layout.panels)
     group_detail(layout)
     detail = range(before + 2, len(layout.panels) + 1)  # the repeated row's panels, not the row itself

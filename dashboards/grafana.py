@@ -90,8 +90,9 @@ class Column:
 
 
 def table(title: str, description: str, keys: list[str], columns: list[Column], *, width: int = 12,
-          height: int = 8, steps: Json | None = None) -> Json:
-    """Instant queries merged on their labels (``keys`` first), sorted by the first column."""
+          height: int = 8, steps: Json | None = None, ascending: bool = False) -> Json:
+    """Instant queries merged on their labels (``keys`` first), sorted by the first column (largest first
+    unless ``ascending``)."""
     refs = ref_ids(len(columns))
     overrides = []
     for ref, column in zip(refs, columns, strict=True):
@@ -105,7 +106,7 @@ def table(title: str, description: str, keys: list[str], columns: list[Column], 
     panel = _panel("table", title, description, [Query(c.expr, instant=True, format="table") for c in columns],
                    width, height, {"defaults": defaults, "overrides": overrides},
                    {"showHeader": True, "cellHeight": "sm", "sortBy": [{"displayName": columns[0].header,
-                                                                        "desc": True}]})
+                                                                        "desc": not ascending}]})
     panel["transformations"] = [{"id": "merge", "options": {}},
                                 {"id": "organize", "options": {"excludeByName": {"Time": True},
                                                                "indexByName": order}}]

@@ -204,7 +204,8 @@ def test_overviews_rank_groups_and_the_detail_row_repeats_over_the_picked_groups
                 continue
             assert "$group" not in t["expr"], f"{p['title']}: the overview ranks all groups, not the picked ones"
             if re.search(r"\bby \([^)]*\bgroup\b", t["expr"]):
-                assert "topk($topn," in t["expr"], f"{p['title']}: one series per group without topk($topn, ...)"
+                assert re.search(r"\b(?:top|bottom)k\(\$topn,", t["expr"]), (
+                    f"{p['title']}: one series per group without topk($topn, ...) or bottomk($topn, ...)")
 
 
 def test_first_row_says_what_is_wrong_now(dashboard: Json) -> None:
@@ -214,7 +215,9 @@ def test_first_row_says_what_is_wrong_now(dashboard: Json) -> None:
     shown = {n for p in now if p["type"] == "stat" for t in p["targets"] for n in metric_names(t["expr"])}
     assert shown >= {"kafka_consumergroup_rebalances_total", "kafka_consumergroup_max_lag_seconds",
                      "rebalance_monitor_ready", "rebalance_monitor_last_batch_timestamp_seconds",
-                     "rebalance_monitor_series_dropped", "rebalance_monitor_groups_dropped"}
+                     "rebalance_monitor_series_dropped", "rebalance_monitor_groups_dropped",
+                     "kafka_consumergroup_state", "kafka_consumergroup_rebalancing_since_timestamp_seconds",
+                     "kafka_consumergroup_health"}
 
 
 def test_rebalances_mark_the_lag_and_state_panels(dashboard: Json) -> None:

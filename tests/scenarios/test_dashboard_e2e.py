@@ -23,11 +23,15 @@ from tests.support.monitor_helpers import start_monitor
 pytestmark = pytest.mark.slow
 
 # Families that stay empty on a healthy cluster: nothing undecodable, no truncated log, no failed
-# poll, no open transaction on __consumer_offsets, no limit hit, every assigned partition committed.
+# poll (lag or live), no open transaction on __consumer_offsets, no limit hit, every assigned
+# partition committed, every KIP-848 topic id resolved, and (but for the moment a member joins or
+# leaves) no rebalance in progress.
 MAY_BE_EMPTY = {"rebalance_monitor_decode_errors_total", "kafka_consumergroup_lag_truncations_total",
                 "rebalance_monitor_log_end_poll_errors_total", "rebalance_monitor_offsets_topic_unstable_seconds",
                 "rebalance_monitor_offsets_topic_unstable_offsets", "rebalance_monitor_limit_hits_total",
-                "kafka_consumergroup_partition_lag_uncommitted"}
+                "kafka_consumergroup_partition_lag_uncommitted", "rebalance_monitor_live_poll_errors_total",
+                "rebalance_monitor_unresolved_topic_ids_total",
+                "kafka_consumergroup_rebalancing_since_timestamp_seconds"}
 
 
 def filled(expr: str) -> str:

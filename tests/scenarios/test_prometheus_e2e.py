@@ -31,13 +31,15 @@ pytestmark = pytest.mark.slow
 
 CLUSTER = "prom-e2e"
 STORM_SECONDS = 300  # the storm loop's bound: RebalanceStorm needs > 10 rebalances in 10m
-# Expressions a healthy job leaves empty: no record has failed to decode.
 # Families that stay empty on a healthy cluster: nothing undecodable, no truncated log, no
-# failed poll, no open transaction on __consumer_offsets, every assigned partition committed,
-# no limit hit.
+# failed poll (lag or live), no open transaction on __consumer_offsets, every assigned partition
+# committed, no limit hit, every KIP-848 topic id resolved, and (but while a member joins or
+# leaves) no rebalance in progress.
 MAY_BE_EMPTY = ("rebalance_monitor_decode_errors_total", "kafka_consumergroup_lag_truncations_total",
                 "rebalance_monitor_log_end_poll_errors_total", "rebalance_monitor_offsets_topic_unstable_seconds",
-                "kafka_consumergroup_partition_lag_uncommitted", "rebalance_monitor_limit_hits_total")
+                "kafka_consumergroup_partition_lag_uncommitted", "rebalance_monitor_limit_hits_total",
+                "rebalance_monitor_live_poll_errors_total", "rebalance_monitor_unresolved_topic_ids_total",
+                "kafka_consumergroup_rebalancing_since_timestamp_seconds")
 
 
 @dataclass
