@@ -18,7 +18,7 @@ import pytest
 
 from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus
-from testbed.workload import Admin, Member, start_members, wait_balanced
+from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 from tests.support.monitor_helpers import scrape, series, start_monitor, value, wait_for
 
 pytestmark = pytest.mark.slow
@@ -62,7 +62,13 @@ def test_a_stuck_classic_rebalance_is_shown_live_and_alerted(live_scene, kafka_b
              and value(s, "kafka_consumergroup_rebalance_timeout_seconds", group=group) == MAX_POLL_MS / 1000,
              "the group Stable, with its rebalance timeout")
 
+    # The group's forming may itself have been observed as a (short) rebalance: only what comes after counts.
+    before = scrape(monitor)
+    count_before = value(before, "kafka_consumergroup_observed_rebalance_duration_seconds_count", group=group) or 0
+    sum_before = value(before, "kafka_consumergroup_observed_rebalance_duration_seconds_sum", group=group) or 0
     first[1].stop_polling()
+    # Only once its poll in flight has returned does it miss the rebalance the joiner starts.
+    wait_until(lambda: first[1].stalled, 30, "the member to stop polling")
     joiner = Member(kafka_broker.bootstrap, group, [topic], f"{group}-c2", max_poll_interval_ms=MAX_POLL_MS).start()
     members.append(joiner)
     joined_at = time.monotonic()
@@ -101,9 +107,10 @@ def test_a_stuck_classic_rebalance_is_shown_live_and_alerted(live_scene, kafka_b
     assert ("WARN", "rebalancing") in verdicts and ("OK", "ok") in verdicts, verdicts
     # The part of the rebalance the offsets topic cannot see, measured from the live view.
     samples = wait_for(monitor, lambda s: (value(s, "kafka_consumergroup_observed_rebalance_duration_seconds_count",
-                                                 group=group) or 0) >= 1, "an observed rebalance duration")
+                                                 group=group) or 0) >= count_before + 1,
+                       "an observed rebalance duration")
     observed = value(samples, "kafka_consumergroup_observed_rebalance_duration_seconds_sum", group=group)
-    assert observed is not None and observed > MAX_POLL_MS / 1000 / 2
+    assert observed is not None and observed - sum_before > MAX_POLL_MS / 1000 / 2
     assert value(samples, "kafka_consumergroup_rebalancing_since_timestamp_seconds", group=group) is None
     assert (value(samples, "rebalance_monitor_live_requests_total", api="ListGroups") or 0) >= 1
     assert (value(samples, "rebalance_monitor_live_requests_total", api="DescribeGroups") or 0) >= 1
@@ -125,6 +132,11 @@ def test_records_deleted_below_a_commit_are_counted_lost_and_alerted(live_scene,
                                       partition="0") == 10
              and value(s, "kafka_consumergroup_records_lost_total", group=group, topic=topic) == 0,
              "a margin of 10 records and nothing lost")
+    # The alert is an increase(): Prometheus must hold the counter's 0 before the loss, as it does
+    # between regular scrapes (the job writes 0 at a committed topic's first sight).
+    lost_query = f'kafka_consumergroup_records_lost_total{{group="{group}",topic="{topic}"}}'
+    wait_until(lambda: [r["value"][1] for r in prometheus.query(lost_query)] == ["0"], 30,
+               "Prometheus to scrape the counter at 0")
     client = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
     try:
         client.delete_records({KafkaTopicPartition(topic, 0): 60})
