@@ -23,6 +23,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from streaming.cluster.client import forbid_topic_creation
+
 Partition = tuple[str, int]
 
 
@@ -239,8 +241,7 @@ class Admin:
     def produce(self, topic: str, count: int, partition: int | None = None) -> None:
         if self._producer is None:
             # Tests delete topics this producer wrote to: its metadata refreshes must not re-create them.
-            self._producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5,
-                                           allow_auto_create_topics=False)
+            self._producer = forbid_topic_creation(KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5))
         for i in range(count):
             self._producer.send(topic, value=f"m{i}".encode(), partition=partition)
         self._producer.flush()

@@ -193,13 +193,12 @@ def _check_read(bootstrap_servers: str, client_config: Mapping[str, Any], topic:
     """Fetch at the end of ``topic``'s partition 0 for ``window_s``, as Spark's source will fetch: without
     Read on the topic the broker refuses it, which Spark's source would only report after Spark started
     and then retry for --query-retry-seconds. No consumer group: nothing is committed."""
-    from kafka import KafkaConsumer
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka import errors as Errors
 
-    consumer = KafkaConsumer(**{"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-preflight",
-                                "group_id": None, "enable_auto_commit": False, "fetch_max_wait_ms": 100,
-                                **client_config})
+    consumer = consumer_without_topic_creation(**{
+        "bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-preflight", "group_id": None,
+        "enable_auto_commit": False, "fetch_max_wait_ms": 100, **client_config})
     try:
         partition = KafkaTopicPartition(topic, 0)
         consumer.assign([partition])
@@ -275,6 +274,27 @@ def _client_errors() -> Iterator[list[BaseException]]:
         client_log.removeHandler(handler)
         client_log.setLevel(level)
         client_log.propagate = propagate
+
+
+def forbid_topic_creation(client: Any) -> Any:
+    """``client`` (a kafka-python consumer or producer) with topic auto-creation off, returned.
+
+    kafka-python 3.0 accepts ``allow_auto_create_topics=False`` but never hands it to the
+    client's cluster metadata, whose own default asks the broker to create every topic it
+    requests metadata for: on a cluster with ``auto.create.topics.enable`` (Kafka's default),
+    looking up a topic just deleted would create it again, empty."""
+    cluster = getattr(client, "_cluster", None) or getattr(client, "_metadata", None)
+    if cluster is None or not isinstance(getattr(cluster, "config", None), dict):
+        raise TypeError(f"{type(client).__name__}: no cluster metadata to turn topic auto-creation off in")
+    cluster.config["allow_auto_create_topics"] = False
+    return client
+
+
+def consumer_without_topic_creation(**config: Any) -> Any:
+    """A KafkaConsumer that never creates a topic (see :func:`forbid_topic_creation`)."""
+    from kafka import KafkaConsumer
+
+    return forbid_topic_creation(KafkaConsumer(**{**config, "allow_auto_create_topics": False}))
 
 
 class LazyClient:

@@ -20,10 +20,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from streaming.cluster.client import LazyClient
+from streaming.cluster.client import LazyClient, consumer_without_topic_creation
 from streaming.lag.tracker import RecordTime
 from streaming.protocol import TopicPartition
 
@@ -36,15 +35,12 @@ class RecordTimestamps:
 
     def __init__(self, client_config: Mapping[str, Any], max_wait_s: float = 5.0,
                  partition_fetch_bytes: int = 1024,
-                 consumer_factory: Callable[..., Any] = KafkaConsumer) -> None:
+                 consumer_factory: Callable[..., Any] = consumer_without_topic_creation) -> None:
         self._config = {
             "client_id": "rebalance-monitor-timestamps",
             "group_id": None,
             "enable_auto_commit": False,
             "isolation_level": "read_committed",
-            # A deleted topic must stay deleted: never re-created by our metadata requests on a cluster
-            # with auto.create.topics.enable.
-            "allow_auto_create_topics": False,
             # The broker still returns a whole first batch when it is larger (KIP-74).
             "max_partition_fetch_bytes": partition_fetch_bytes,
             "fetch_max_wait_ms": 100,

@@ -10,9 +10,10 @@ The rule, applied per group whenever either source changes:
 
 1. the **live** state wins while it is fresh (the group was listed within ``stale_after_s``),
    because it is the newer observation;
-2. except that a rebalance the offsets topic has *completed* (a new generation or group epoch
-   whose records are later than the moment the live view first saw the group rebalancing) is
-   over: the offsets-topic state wins until the next poll, which will agree with it;
+2. except that the offsets topic wins until the next poll (which will agree with it) when it
+   holds a generation or group epoch the live view cannot have seen: one whose records are later
+   than the moment the live view first saw the group rebalancing (that rebalance is over), or
+   later than the poll itself (say, every member left after the poll that saw the group Stable);
 3. otherwise (poller off or failing, group not listed yet) the **offsets-topic** state.
 
 So exactly one ``kafka_consumergroup_state`` line exists per group and the two views are never
@@ -60,9 +61,11 @@ def choose(offsets: FromOffsets, live: LiveGroup | None, now_s: float, stale_aft
     """Which view's state is shown: "live" or "offsets" (rules 1-3 of the module docstring)."""
     if live is None or now_s - live.seen_s > stale_after_s:
         return "offsets"
-    if (live.rebalancing_since_s is not None and offsets.completed_ms is not None
-            and offsets.completed_ms / 1000 > live.rebalancing_since_s):
-        return "offsets"
+    if offsets.completed_ms is not None:
+        completed_s = offsets.completed_ms / 1000
+        if completed_s > live.seen_s or (live.rebalancing_since_s is not None
+                                         and completed_s > live.rebalancing_since_s):
+            return "offsets"
     return "live"
 
 

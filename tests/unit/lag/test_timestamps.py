@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -9,6 +10,7 @@ from kafka import KafkaProducer
 
 from streaming.lag.timestamps import RecordTimestamps
 from streaming.lag.tracker import RecordTime
+from testbed.workload import wait_until
 from tests.support.lag_helpers import produce, record_timestamp
 
 
@@ -50,3 +52,24 @@ def test_only_transaction_markers_before_the_log_end_is_nothing_to_read(kafka_br
         assert lookups.lookup({}) == {}
     finally:
         lookups.close()
+
+
+@pytest.mark.broker
+def test_a_deleted_topic_is_not_created_again_by_lookups(kafka_broker, admin, unique) -> None:
+    """The test broker creates topics on demand (auto.create.topics.enable, Kafka's default): the
+    lookup consumer's metadata requests for a topic deleted under it must not bring it back."""
+    topic = f"ts-gone-{unique}"
+    admin.create_topic(topic, 1)
+    produce(kafka_broker.bootstrap, topic, 0, [int(time.time() * 1000)])
+    lookups = RecordTimestamps({"bootstrap_servers": kafka_broker.bootstrap}, max_wait_s=1.0)
+    try:
+        assert lookups.lookup({(topic, 0): (0, 1)}).keys() == {(topic, 0)}
+        admin.client.delete_topics([topic])
+        wait_until(lambda: topic not in admin.client.list_topics(), 30, f"{topic} deleted")
+        for _ in range(3):
+            with contextlib.suppress(Exception):  # unknown topic: what the poller counts as an error
+                lookups.lookup({(topic, 0): (0, 1)})
+    finally:
+        lookups.close()
+    time.sleep(1)  # an auto-creation is asynchronous (the controller's)
+    assert topic not in admin.client.list_topics()

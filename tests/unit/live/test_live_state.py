@@ -59,7 +59,7 @@ def test_only_classic_groups_rebalancing_or_changed_are_described_longest_first_
     assert live.get("p").members == 3 and live.get("s").members is None  # type: ignore[union-attr]
 
 
-def test_the_fresh_live_state_wins_unless_the_log_completed_that_rebalance_since():
+def test_the_fresh_live_state_wins_unless_the_log_holds_a_newer_generation():
     offsets = FromOffsets("Stable", completed_ms=100_000, rebalance_timeout_ms=30_000, generation=4)
     rebalancing = LiveGroup("PreparingRebalance", CLASSIC, since_s=120.0, seen_s=150.0, rebalancing_since_s=120.0)
     assert choose(offsets, rebalancing, 155.0, 30.0) == "live"
@@ -69,6 +69,10 @@ def test_the_fresh_live_state_wins_unless_the_log_completed_that_rebalance_since
     assert choose(completed, rebalancing, 155.0, 30.0) == "offsets"
     stable = LiveGroup("Stable", CLASSIC, since_s=126.0, seen_s=150.0)
     assert choose(completed, stable, 155.0, 30.0) == "live"
+    # Every member left after the poll that saw the group Stable: the Empty generation is newer.
+    emptied = dataclasses.replace(offsets, state="Empty", completed_ms=152_000, generation=6)
+    assert choose(emptied, stable, 155.0, 30.0) == "offsets"
+    assert choose(emptied, dataclasses.replace(stable, state="Empty", seen_s=160.0), 165.0, 30.0) == "live"
 
 
 def test_metrics_show_one_state_per_group_switching_source_without_contradiction():
