@@ -20,6 +20,7 @@ the rest are stopped all the same.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -70,3 +71,39 @@ class Lifecycle:
     @property
     def started(self) -> list[str]:
         return [c.name for c in self._started]
+
+
+class PollingThread:
+    """A component whose work is one daemon thread looping until :meth:`stop`: subclasses write the
+    loop (:meth:`_run`, which returns once ``self._stopping`` is set) and what releases their clients
+    (:meth:`_close`, run on the thread's way out, or by :meth:`stop` when no thread runs)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop after the current round; the clients are closed on the way out."""
+        self._stopping.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout_s)
+        else:
+            self._close()  # a round may have run on the caller's thread without the loop
+
+    def _loop(self) -> None:
+        try:
+            self._run()
+        finally:
+            self._close()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        """Release the clients (nothing by default)."""

@@ -39,6 +39,7 @@ from streaming.cluster.client import LazyClient, config_values
 from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.timestamps import RecordTimestamps
 from streaming.lag.tracker import DEFAULT_LOOKUPS_PER_ROUND, LagTracker
+from streaming.lifecycle import PollingThread
 from streaming.protocol import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def _partition_level(exc: BaseException) -> bool:
     return isinstance(exc, Errors.BrokerResponseError) and error_reason(exc) not in ("timeout", "connection")
 
 
-class LogEndPoller:
+class LogEndPoller(PollingThread):
     """A daemon thread fetching log offsets and record timestamps every ``interval_s``; a component
     (see :mod:`streaming.lifecycle`).
 
@@ -88,7 +89,7 @@ class LogEndPoller:
                  lookups_per_round: int = DEFAULT_LOOKUPS_PER_ROUND,
                  admin_factory: Callable[..., Any] = KafkaAdminClient,
                  timestamps: RecordTimestamps | None = None) -> None:
-        self.name = "lag-poller"
+        super().__init__("lag-poller")
         self._config: dict[str, Any] = {"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-lag",
                                         "request_timeout_ms": int(max(5.0, interval_s) * 1000),
                                         **(client_config or {})}
@@ -98,8 +99,6 @@ class LogEndPoller:
         self._admin = LazyClient(admin_factory, self._config, "lag poller's admin client")
         self._polled: set[TopicPartition] = set()  # what the last round asked for
         self._timestamps = timestamps or RecordTimestamps(self._config)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._leader_cache: dict[TopicPartition, int] = {}  # from the last full round, for quick fetches
         # Quick fetches run on the caller's thread (a scrape's) with a client of their own, never waiting
         # behind a full round's record lookups; a short request timeout bounds the scrape.
@@ -110,27 +109,14 @@ class LogEndPoller:
                                        "quick log-end client")
         self._quick_lock = threading.Lock()
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="log-end-poller", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop after the current round; the clients are closed on the way out."""
-        self._stop.set()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(timeout_s)
-        else:
-            self._close()  # poll_once may have been called without the thread
-
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             next_round = time.monotonic() + self._interval_s
             self.poll_once()
             # New committed offsets are looked up at once rather than at the next round
             # (until then their lag in seconds can only be interpolated); partitions never
             # sampled yet take a whole round, once.
-            while not self._stop.is_set() and (wait := next_round - time.monotonic()) > 0:
+            while not self._stopping.is_set() and (wait := next_round - time.monotonic()) > 0:
                 if self.tracker.wanted_changed.wait(min(wait, 0.5)):
                     if self.tracker.partitions() - self._polled:
                         self.poll_once()
@@ -139,7 +125,6 @@ class LogEndPoller:
                         errors: Counter[str] = Counter()
                         self._look_up_timestamps(errors)
                         self.tracker.record_round(0.0, errors)
-        self._close()
 
     def poll_once(self) -> None:
         """One round; every failure is counted in the tracker, none is raised."""

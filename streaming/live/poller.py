@@ -31,13 +31,14 @@ from kafka import KafkaAdminClient
 
 from streaming.cluster.client import LazyClient
 from streaming.lag.poller import error_reason
+from streaming.lifecycle import PollingThread
 from streaming.live.view import StateView
 from streaming.metrics.live import poller_text
 
 log = logging.getLogger(__name__)
 
 
-class LivePoller:
+class LivePoller(PollingThread):
     """A daemon thread polling group states every ``interval_s`` into ``view``; a component (see
     :mod:`streaming.lifecycle`). ``admin_factory`` replaces the real client only where a test needs a
     failure a broker cannot produce on demand."""
@@ -45,7 +46,7 @@ class LivePoller:
     def __init__(self, bootstrap_servers: str, view: StateView, cluster: str, interval_s: float,
                  describe_max: int, client_config: Mapping[str, Any] | None = None,
                  admin_factory: Callable[..., Any] = KafkaAdminClient) -> None:
-        self.name = "live-poller"
+        super().__init__("live-poller")
         self.view = view
         self._cluster = cluster
         self._interval_s = interval_s
@@ -53,8 +54,6 @@ class LivePoller:
         config = {"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-live",
                   "request_timeout_ms": int(max(5.0, interval_s) * 1000), **(client_config or {})}
         self._admin = LazyClient(admin_factory, config, "live poller's admin client")
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.rounds = 0
         self.requests: Counter[str] = Counter()
@@ -63,24 +62,13 @@ class LivePoller:
         self.last_ok_s = 0.0
         self.groups = 0
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="live-poller", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop after the current round; the client is closed on the way out."""
-        self._stop.set()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(timeout_s)
-        else:
-            self._admin.close()
-
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             next_round = time.monotonic() + self._interval_s
             self.poll_once()
-            self._stop.wait(max(0.0, next_round - time.monotonic()))
+            self._stopping.wait(max(0.0, next_round - time.monotonic()))
+
+    def _close(self) -> None:
         self._admin.close()
 
     def poll_once(self) -> None:
