@@ -37,14 +37,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from streaming.logs.events import EventLog
 from testbed.broker import LocalKafka, acl_command, run_kafka_tool
 from testbed.workload import Admin, Member, start_members
-from tests.support.monitor_helpers import Samples, series
+from tests.support.monitor_helpers import JOB_START_TIMEOUT_S, Samples, series, wait_for_url
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PRINCIPAL_USER = "rebalance-monitor"  # the principal the docs' commands name
 PASSWORD = f"scram-{secrets.token_urlsafe(18)}"
-JOB_START_TIMEOUT_S = 180
 FAIL_FAST_BOUND_S = 60
 
 
@@ -187,18 +186,6 @@ def test_documented_acls_are_enough(acl_broker: LocalKafka, tmp_path: Path) -> N
             job.wait(90)
     assert job.returncode == 0, output.read_text(errors="replace")[-3000:]
     assert "authorization" not in output.read_text(errors="replace").lower()
-
-
-def wait_for_url(job: subprocess.Popen[bytes], output: Path) -> str:
-    deadline = time.monotonic() + JOB_START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        match = re.search(r"^Metrics: (\S+)$", output.read_text(errors="replace"), re.MULTILINE)
-        if match:
-            return match.group(1)
-        if job.poll() is not None:
-            pytest.fail(f"job exited with {job.returncode}:\n{output.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.5)
-    pytest.fail("the job did not print its metrics URL in time")
 
 
 def acls(resource: ResourceType, names: tuple[str, ...], *operations: ACLOperation) -> list[ACL]:

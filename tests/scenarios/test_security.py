@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from streaming.metrics.server import hash_password
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, Member, start_members
+from tests.support.monitor_helpers import JOB_START_TIMEOUT_S, wait_for_url
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,6 @@ USER = "monitor"
 PASSWORD = f"scram-{secrets.token_urlsafe(18)}"  # unique: any occurrence in an output is a leak
 SCRAPE_USER = "prometheus"
 SCRAPE_PASSWORD = f"scrape-{secrets.token_urlsafe(18)}"
-JOB_START_TIMEOUT_S = 180  # a Spark JVM on a loaded two-core machine
 WRONG_PASSWORD_BOUND_S = 60
 
 
@@ -175,19 +175,6 @@ def test_job_reads_through_sasl_ssl_and_no_secret_appears(secure_broker: LocalKa
     assert not leaks(outputs, PASSWORD, SCRAPE_PASSWORD), leaks(outputs, PASSWORD, SCRAPE_PASSWORD)
     print(f"no secret in {len(outputs)} files, {sum(map(len, outputs.values()))} bytes "
           f"({len(log_text.splitlines())} lines of job output)")
-
-
-def wait_for_url(job: subprocess.Popen[bytes], output: Path) -> str:
-    """The metrics URL the job prints once it serves (port 0: the job picks one)."""
-    deadline = time.monotonic() + JOB_START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        match = re.search(r"^Metrics: (\S+)$", output.read_text(errors="replace"), re.MULTILINE)
-        if match:
-            return match.group(1)
-        if job.poll() is not None:
-            pytest.fail(f"job exited with {job.returncode}:\n{output.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.5)
-    pytest.fail("the job did not print its metrics URL in time")
 
 
 @pytest.mark.parametrize("route", ["options", "config-file"])

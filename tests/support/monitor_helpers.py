@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.job import Monitor
@@ -75,3 +78,21 @@ def wait_generation(monitor: Monitor, group: str, member: Any, what: str, member
             members is None or value(s, "kafka_consumergroup_current_members", group=group) == members)
 
     return wait_for(monitor, caught_up, what)
+
+
+# A Spark JVM starting on a loaded two-core machine.
+JOB_START_TIMEOUT_S = 180
+
+
+def wait_for_url(job: subprocess.Popen[bytes], output: Path, timeout_s: float = JOB_START_TIMEOUT_S) -> str:
+    """The metrics URL a job run as a process prints once it serves (port 0: the job picks one);
+    fails with the end of its output if it exits first or never prints it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        match = re.search(r"^Metrics: (\S+)$", output.read_text(errors="replace"), re.MULTILINE)
+        if match:
+            return match.group(1)
+        if job.poll() is not None:
+            pytest.fail(f"job exited with {job.returncode}:\n{output.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.5)
+    pytest.fail("the job did not print its metrics URL in time")
