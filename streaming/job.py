@@ -38,6 +38,7 @@ from streaming.cluster.client import (
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.driver.health import Health
+from streaming.driver.progress import ProgressWatcher
 from streaming.driver.publish import build_publishing
 from streaming.driver.query import DRAIN_SECONDS, QueryRunner
 from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
@@ -97,8 +98,10 @@ class Monitor:
             self.instruments)
         self.runner = QueryRunner(spark, options, self.publisher, self.event_log,
                                   self.topic_names, self.health, self.checkpoint_check)
-        components: list[Component] = [self.server, self.metadata, self.runner, self.publisher.lag, self.advisor,
-                                       self.poller]
+        self.progress = ProgressWatcher(self.instruments, lambda: self.runner.query, self.runner.last_report,
+                                        self.health, min(1.0, options.driver.trigger_seconds))
+        components: list[Component] = [self.server, self.metadata, self.runner, self.progress, self.publisher.lag,
+                                       self.advisor, self.poller]
         self.live_poller: LivePoller | None = None
         if options.live.poll_seconds > 0:
             self.live_poller = LivePoller(options.kafka.bootstrap_servers, self.publisher.states, metrics.cluster,
@@ -156,9 +159,6 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         "spark.ui.showConsoleProgress": "false",
         # Source options shown in plans and the web UI: the JAAS text carries the SASL password.
         "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
-        # An idle query says so once per trigger, not once per 10 s (Spark's default): the last-batch
-        # gauge, which idle triggers refresh, is then never more than a trigger old on a healthy job.
-        "spark.sql.streaming.noDataProgressEventInterval": f"{max(1, round(options.driver.trigger_seconds * 1000))}ms",
         # A job that runs for months keeps a bounded history in Spark's status store (the web UI's):
         # at Spark's defaults (1,000 jobs, stages and SQL executions, 100,000 tasks) the driver's heap
         # grows for hours before it levels off (docs/reliability.md).

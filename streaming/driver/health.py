@@ -29,7 +29,7 @@ DEFAULT_MAX_BEHIND = 10_000
 
 class Health:
     """The two probes' answers (see the module docstring); fed by the query runner, the supervisor
-    and the progress listener, read by the HTTP server's threads."""
+    and the progress watcher, read by the HTTP server's threads."""
 
     def __init__(self, tracker: LagTracker, query_active: Callable[[], bool],
                  max_behind: int = DEFAULT_MAX_BEHIND, clock: Callable[[], float] = time.time) -> None:
@@ -59,7 +59,7 @@ class Health:
             self._reason = ("streaming query failed; restarting it from the checkpoint" if restart_in is not None
                             else "streaming query failed; the job is exiting")
 
-    # -- progress (the listener, the lag refresh) -------------------------------------------
+    # -- progress (the progress watcher, the lag refresh) -----------------------------------
 
     def observe_idle(self) -> None:
         """A trigger found no new data: caught up with everything the source saw."""

@@ -1,4 +1,4 @@
-"""Progress reporting: one log line per micro-batch and the job's own metrics, from Spark's query events."""
+"""Progress reporting: one log line per micro-batch and the job's own metrics, from the query's own progress."""
 
 from __future__ import annotations
 
@@ -6,15 +6,18 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
-
 from streaming.driver.health import Health
+from streaming.lifecycle import PollingThread
 from streaming.metrics.instruments import JobMetrics
 from streaming.protocol import BatchReport, TopicPartition
 
 log = logging.getLogger("rebalance_monitor")
+
+# What Spark's query status says after a trigger that found no new data (MicroBatchExecution).
+IDLE_MESSAGE = "Waiting for data to arrive"
 
 
 def source_offsets(text: str | None) -> dict[TopicPartition, int]:
@@ -43,6 +46,14 @@ def batch_offsets(progress: Any) -> tuple[dict[TopicPartition, int], int]:
     return processed, skipped
 
 
+def batch_end(started: str, duration_s: float) -> float:
+    """When a batch ended, in Unix seconds: Spark stamps its progress with the trigger's start (ISO 8601, UTC)."""
+    try:
+        return datetime.fromisoformat(started).timestamp() + duration_s
+    except (TypeError, ValueError):
+        return time.time()
+
+
 def progress_line(progress: Any, report: BatchReport, skipped: int, behind: int | None) -> str:
     records = " ".join(f"t{k}={v}" for k, v in sorted(report.records.items()))
     return (f"batch {progress.batchId}: {progress.numInputRows} records [{records or 'none'}] "
@@ -52,39 +63,65 @@ def progress_line(progress: Any, report: BatchReport, skipped: int, behind: int 
             f"behind={behind if behind is not None else '?'}")
 
 
-class ProgressListener(StreamingQueryListener):
-    """Feeds one query's progress to the job's metrics; ``query_id`` and ``report`` are read per event."""
+class ProgressWatcher(PollingThread):
+    """Feeds the running query's progress to the job's metrics and health, asking the query itself every
+    ``interval_s`` (a component, see :mod:`streaming.lifecycle`).
 
-    def __init__(self, instruments: JobMetrics, query_id: Callable[[], str | None],
-                 report: Callable[[], BatchReport], health: Health | None = None) -> None:
+    Not a StreamingQueryListener: Spark delivers listener events on one asynchronous bus, drops them when
+    its queue is full, and in whole test runs here stopped delivering them to a listener added after
+    other monitors had run in the same process, while batches went on; the last-batch gauge behind
+    MonitorStalled and the readiness probe must not depend on that. Every completed batch is seen once,
+    in order (``recentProgress`` keeps Spark's last 100), from the run that completed it; a trigger
+    that found no new data (Spark's status "Waiting for data to arrive") counts as caught up.
+    """
+
+    def __init__(self, instruments: JobMetrics, query: Callable[[], Any], report: Callable[[], BatchReport],
+                 health: Health | None = None, interval_s: float = 1.0) -> None:
+        super().__init__("progress-watcher")
         self.instruments = instruments
         self.health = health
-        self.query_id = query_id
-        self.report = report
+        self._query = query
+        self._report = report
+        self._interval_s = interval_s
+        self._run_id: str | None = None
+        self._seen: int | None = None  # the last batch id observed in that run
 
-    def _ours(self, event_id: Any) -> bool:
-        # Events carry a uuid.UUID, the query a str.
-        return self.query_id() is not None and str(event_id) == str(self.query_id())
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval_s):
+            self.check()
 
-    def onQueryStarted(self, event: Any) -> None:
-        log.info("query %s started", event.id)
-
-    def onQueryProgress(self, event: Any) -> None:
-        progress = event.progress
-        if not self._ours(progress.id):
+    def check(self) -> None:
+        """One look at the query; Spark's JVM going away (a stop) is not an error."""
+        query = self._query()
+        if query is None:
             return
-        processed, skipped = batch_offsets(progress)
-        self.instruments.observe_batch(progress.batchDuration / 1000, skipped, processed, time.time())
-        if self.health is not None:
-            self.health.observe_batch(processed)
-        log.info(progress_line(progress, self.report(), skipped, self.instruments.records_behind))
+        try:
+            self._check(query)
+        except Exception as exc:  # py4j's errors when the JVM or the query is gone
+            log.debug("progress check skipped: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
-    def onQueryIdle(self, event: Any) -> None:
-        if self._ours(event.id):
+    def _check(self, query: Any) -> None:
+        run_id = str(query.runId)
+        if run_id != self._run_id:  # a new query or a restart: its batch ids follow on from the checkpoint
+            self._run_id, self._seen = run_id, None
+        last = query.lastProgress
+        if last is not None and (self._seen is None or last.batchId > self._seen):
+            # The run's every batch so far at its first look, else only those since the last look.
+            recent = [last] if self._seen is not None and last.batchId == self._seen + 1 else query.recentProgress
+            for progress in recent:
+                if self._seen is None or progress.batchId > self._seen:
+                    self._observe(progress)
+                    self._seen = progress.batchId
+        status = query.status
+        if status.get("message") == IDLE_MESSAGE and not status.get("isTriggerActive"):
             self.instruments.observe_idle(time.time())
             if self.health is not None:
                 self.health.observe_idle()
 
-    def onQueryTerminated(self, event: Any) -> None:
-        if event.exception:
-            log.error("query terminated: %s", event.exception)
+    def _observe(self, progress: Any) -> None:
+        processed, skipped = batch_offsets(progress)
+        duration_s = progress.batchDuration / 1000
+        self.instruments.observe_batch(duration_s, skipped, processed, batch_end(progress.timestamp, duration_s))
+        if self.health is not None:
+            self.health.observe_batch(processed)
+        log.info(progress_line(progress, self._report(), skipped, self.instruments.records_behind))

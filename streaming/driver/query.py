@@ -20,7 +20,6 @@ from typing import Any
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.source import decoded_stream, excluded_groups, validate_group_patterns
 from streaming.driver.health import Health
-from streaming.driver.progress import ProgressListener
 from streaming.driver.publish import Publisher
 from streaming.driver.rebuild import CheckpointCheck
 from streaming.driver.sink import BatchSink
@@ -29,6 +28,7 @@ from streaming.groups.store import StateStore, last_committed_batch
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
 from streaming.options import JobOptions
+from streaming.protocol import BatchReport
 
 log = logging.getLogger("rebalance_monitor")
 
@@ -101,7 +101,6 @@ class QueryRunner:
         self.state_store = StateStore(options.driver.monitor_dir / "state")
         self.sink: BatchSink | None = None
         self.query: Any = None
-        self._listener: ProgressListener | None = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
         self.drain_seconds: float = DRAIN_SECONDS
         # The checkpoint was set aside in this process: a Spark checkpoint without offsets starts at the
@@ -117,7 +116,6 @@ class QueryRunner:
     def restart(self) -> None:
         """Start the failed query again from the checkpoint, as a new process would: the group stage is
         reloaded from the state of the last committed batch, whatever a failed batch left in memory."""
-        self._remove_listener()
         self.publisher.instruments.query_restarts.labels(self.publisher.cluster).inc()
         if self._check_checkpoint() and self.sink is not None:
             for group in sorted(self.sink.stage.groups):  # shown from the state set aside: the replay shows them anew
@@ -162,9 +160,6 @@ class QueryRunner:
     def _start_query(self) -> None:
         options, sink = self.options, self.sink
         assert sink is not None
-        self._listener = ProgressListener(self.publisher.instruments, lambda: self.query.id if self.query else None,
-                                          lambda: sink.last_report, self.health)
-        self.spark.streams.addListener(self._listener)
         if self.health is not None:
             self.health.query_started()
         checkpoint = options.driver.checkpoint_dir
@@ -177,6 +172,11 @@ class QueryRunner:
                       .trigger(processingTime=f"{options.driver.trigger_seconds} seconds")
                       .foreachBatch(short_errors(sink, lambda: self._stopping_run))
                       .start())
+        log.info("query %s started (run %s)", self.query.id, self.query.runId)
+
+    def last_report(self) -> BatchReport:
+        """What the sink made of the last batch it folded (the progress log line's details)."""
+        return self.sink.last_report if self.sink is not None else BatchReport()
 
     def _last_batch_id(self) -> int | None:
         progress = self.query.lastProgress
@@ -196,11 +196,5 @@ class QueryRunner:
                     time.sleep(0.1)
                 self._stopping_run = str(self.query.runId)
                 self.query.stop()
-            self._remove_listener()
         except (Py4JError, ConnectionError) as exc:
             log.warning("Spark's JVM is gone, nothing left to stop there: %s", str(exc).splitlines()[0])
-
-    def _remove_listener(self) -> None:
-        if self._listener is not None:
-            self.spark.streams.removeListener(self._listener)
-            self._listener = None

@@ -1,16 +1,17 @@
-"""Progress: Spark's query events (built as Spark builds them) to the job's metrics and one log line."""
+"""Progress: the query's progress (built as Spark builds it) to the job's metrics and one log line."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections import Counter
 
 import pytest
-from pyspark.sql.streaming.listener import QueryIdleEvent, QueryProgressEvent, StreamingQueryProgress
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from streaming.driver.progress import ProgressListener, batch_offsets, source_offsets
+from streaming.driver.progress import IDLE_MESSAGE, ProgressWatcher, batch_offsets, source_offsets
 from streaming.lag.tracker import LagTracker
 from streaming.metrics.instruments import JobMetrics
 from streaming.protocol import BatchReport
@@ -49,22 +50,65 @@ def test_batch_offsets_count_what_the_batch_spanned_without_a_record() -> None:
     assert batch_offsets(first) == ({("t", 0): 20}, 0)
 
 
-def test_the_listener_feeds_its_own_querys_progress_to_the_metrics(caplog: pytest.LogCaptureFixture) -> None:
+class QueryStandIn:
+    """What the watcher reads of a running query (pyspark's StreamingQuery properties); the real query is
+    read in every scenario that starts the job (tests/scenarios/test_health_e2e.py, test_prometheus_e2e.py)."""
+
+    def __init__(self) -> None:
+        self.runId = str(uuid.uuid4())
+        self.recentProgress: list[StreamingQueryProgress] = []
+        self.status = {"message": "Initializing sources", "isDataAvailable": False, "isTriggerActive": False}
+
+    @property
+    def lastProgress(self) -> StreamingQueryProgress | None:
+        return self.recentProgress[-1] if self.recentProgress else None
+
+
+def test_the_watcher_feeds_each_batch_once_in_order_and_idle_triggers(caplog: pytest.LogCaptureFixture) -> None:
     metrics = JobMetrics("c", LagTracker())
-    report = BatchReport(3, Counter({1: 80, 2: 10}), Counter({"truncated_value": 2}), groups=4, rebalances=1,
+    report = BatchReport(4, Counter({1: 80, 2: 10}), Counter({"truncated_value": 2}), groups=4, rebalances=1,
                          collect_seconds=0.4, fold_seconds=0.2)
-    listener = ProgressListener(metrics, lambda: str(QUERY), lambda: report)
+    query = QueryStandIn()
+    watcher = ProgressWatcher(metrics, lambda: query, lambda: report)
+    watcher.check()  # started, no trigger yet: neither a batch nor caught up
+    assert sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds") is None
+    # Two batches completed between two looks: both observed, oldest first, each once.
+    query.recentProgress += [progress(QUERY, 3, {"t": {"0": 0}}, {"t": {"0": 20}}, 20, duration_ms=500),
+                             progress(QUERY, 4, {"t": {"0": 20}}, {"t": {"0": 120}}, 90)]
     with caplog.at_level(logging.INFO, logger="rebalance_monitor"):
-        listener.onQueryProgress(QueryProgressEvent(progress(QUERY, 3, {"t": {"0": 0}}, {"t": {"0": 100}}, 90)))
-        listener.onQueryProgress(QueryProgressEvent(progress(uuid.uuid4(), 9, None, {"t": {"0": 5}}, 5)))
-    assert metrics.registry.get_sample_value("rebalance_monitor_batch_duration_seconds_count", {"cluster": "c"}) == 1
-    assert metrics.registry.get_sample_value("rebalance_monitor_batch_duration_seconds_sum", {"cluster": "c"}) == 1.5
+        watcher.check()
+        watcher.check()
+    assert metrics.registry.get_sample_value("rebalance_monitor_batch_duration_seconds_count", {"cluster": "c"}) == 2
+    assert metrics.registry.get_sample_value("rebalance_monitor_batch_duration_seconds_sum", {"cluster": "c"}) == 2.0
     assert sample(metrics, "rebalance_monitor_skipped_offsets_total") == 10
+    # The batch's end: Spark's trigger time (2026-11-24T00:00:00Z) plus its duration.
+    assert sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds") == 1_795_478_400 + 1.5
     assert metrics.tracker.partitions() == {("t", 0)}  # the source partition is now polled for input lag
-    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
-    assert line.startswith("batch 3: 90 records [t1=80 t2=10] errors=2 groups=4 rebalances=1")
-    assert "(collect 0.40s, fold 0.20s)" in line and line.endswith("behind=0")
-    before = sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds")
-    listener.onQueryIdle(QueryIdleEvent(QUERY, uuid.uuid4(), "2026-11-24T00:00:01.000Z"))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
+    assert [line.split(":")[0] for line in lines] == ["batch 3", "batch 4"]
+    assert lines[1].startswith("batch 4: 90 records [t1=80 t2=10] errors=2 groups=4 rebalances=1")
+    assert "(collect 0.40s, fold 0.20s)" in lines[1] and lines[1].endswith("behind=0")
+    # A trigger that found nothing new: the job is alive and caught up, the gauge says now.
+    query.status = {"message": IDLE_MESSAGE, "isDataAvailable": False, "isTriggerActive": False}
+    before = time.time()
+    watcher.check()
     assert sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds") >= before
     assert metrics.last_progress == sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds")
+    # A restarted query (a new run) goes on from the checkpoint's batch ids: its first batch counts.
+    query.runId, query.recentProgress = str(uuid.uuid4()), [progress(QUERY, 5, {"t": {"0": 120}},
+                                                                     {"t": {"0": 130}}, 10)]
+    watcher.check()
+    assert metrics.registry.get_sample_value("rebalance_monitor_batch_duration_seconds_count", {"cluster": "c"}) == 3
+
+
+def test_a_query_that_went_away_is_skipped_quietly() -> None:
+    metrics = JobMetrics("c", LagTracker())
+
+    class Gone:
+        @property
+        def runId(self) -> str:
+            raise ConnectionError("Spark's JVM is gone")
+
+    ProgressWatcher(metrics, lambda: Gone(), lambda: BatchReport()).check()
+    ProgressWatcher(metrics, lambda: None, lambda: BatchReport()).check()
+    assert sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds") is None
