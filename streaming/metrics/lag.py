@@ -154,7 +154,10 @@ class LagSeries:
         self._freshen_lock = threading.Lock()
         self._skip_until = 0.0
         self._over_budget = 0  # freshens in a row that took longer than SCRAPE_BUDGET_S
-        self._refresh_seconds = 0.0  # how long the last refresh took: what a scrape would wait for
+        # The CPU the last refresh's rendering took (its thread's, lock and GIL waits left out): what a scrape
+        # would spend re-rendering. Wall time would count a batch holding the lock, and one refresh that
+        # waited out a long batch would leave the next scrape's lag a poll interval stale.
+        self._refresh_seconds = 0.0
         self._sampled: set[TopicPartition] = set()  # partitions with a log-end sample, as of the last refresh
         self._overtaken_since_fetch = False  # a render left a partition out for want of a newer sample
         self._unreachable_at: float | None = None  # a scrape's fetch found the cluster unreachable then
@@ -285,7 +288,7 @@ class LagSeries:
 
         Groups none of whose partitions has a sample, and which show no lag now, are skipped.
         """
-        started = time.monotonic()
+        started = time.thread_time()
         now = time.time() if now is None else now
         with self._lock:
             wanted = None
@@ -327,7 +330,7 @@ class LagSeries:
                 encoded = topics.encoded()
                 self._compat_topic_text = b"".join(f.header + encoded.get(f.name, b"") for f in compat.TOPIC_FAMILIES)
             self._rendered_at, self._round = now, self.lag.last_round_at()
-        self._refresh_seconds = time.monotonic() - started
+        self._refresh_seconds = time.thread_time() - started
         for callback in self._on_refresh:
             callback(now)
 
