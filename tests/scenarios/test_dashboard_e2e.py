@@ -17,6 +17,7 @@ import pytest
 from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus
 from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced
+from tests.conftest import prometheus_tool
 from tests.deploy.test_dashboard import DASHBOARD, VARIABLES, documented_series, expressions, metric_names
 from tests.support.monitor_helpers import start_monitor
 
@@ -47,11 +48,17 @@ class Scene:
     started: float  # time.time() before the group formed
 
 
-@pytest.fixture(scope="module", params=["partition", "topic"])
-def scene(request: pytest.FixtureRequest, spark: Any, kafka_broker: LocalKafka, admin: Admin, prometheus_bin: str,
+# Each granularity on one Prometheus major: the dashboard's queries at the default granularity also run
+# on both majors in tests/scenarios/test_prometheus_e2e.py, and each scene needs a minute of samples.
+SCENES = [("partition", "2"), ("topic", "3")]
+
+
+@pytest.fixture(scope="module", params=SCENES, ids=lambda scene: f"{scene[0]}-prometheus{scene[1]}")
+def scene(request: pytest.FixtureRequest, spark: Any, kafka_broker: LocalKafka, admin: Admin,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     """A group of two consumers on two topics that keep receiving records (its second member's
     join is a rebalance; a third joins and leaves), scraped every second; and when it started."""
+    granularity, major = request.param
     started = time.time()
     work = tmp_path_factory.mktemp("dashboard-e2e")
     suffix = work.name.replace("_", "-")
@@ -60,9 +67,9 @@ def scene(request: pytest.FixtureRequest, spark: Any, kafka_broker: LocalKafka, 
         admin.create_topic(topic, 3)
     group = f"dash-{suffix}"
     monitor = start_monitor(spark, kafka_broker.bootstrap, work, "--cluster", "dashboard-e2e",
-                            "--lag-granularity", request.param, "--include-groups", f"^{group}$")
+                            "--lag-granularity", granularity, "--include-groups", f"^{group}$")
     server = LocalPrometheus(work / "prometheus", [f"127.0.0.1:{monitor.metrics_port}"], scrape_interval="1s",
-                             evaluation_interval="1s")
+                             evaluation_interval="1s", binary=prometheus_tool("prometheus", major))
     producer = RateProducer(kafka_broker.bootstrap, topics, rate=20)
     members: list[Member] = []
     try:
@@ -72,7 +79,7 @@ def scene(request: pytest.FixtureRequest, spark: Any, kafka_broker: LocalKafka, 
         wait_balanced(members, [(t, p) for t in topics for p in range(3)])
         members += start_members([Member(kafka_broker.bootstrap, group, topics, f"{group}-flap")])
         members[-1].leave()
-        yield Scene(server, request.param, started)
+        yield Scene(server, granularity, started)
     finally:
         producer.stop()
         for member in members:
