@@ -8,8 +8,8 @@
  *   java -cp 'build/jars/kafka-4.3.1/*:build/jars/kafka-streams-4.3.1/*' tests/jvm/StreamsApp.java \
  *       BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR
  * It prints RUNNING each time Kafka Streams reaches that state. When stdin closes it closes the
- * application and leaves the group (a member that just stops would stay until its session times
- * out), then exits 0, or 1 if closing did not finish in time.
+ * application, asking explicitly to leave the group (so the test need not wait for a session
+ * timeout, 45 s at least for streams groups), then exits 0, or 1 if closing did not finish in time.
  */
 
 import org.apache.kafka.common.serialization.Serdes;

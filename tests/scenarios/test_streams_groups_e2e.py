@@ -68,7 +68,11 @@ def test_a_streams_group_shows_as_a_streams_group(kafka_broker, admin, monitor, 
         assert value(samples, "kafka_consumergroup_rebalances_total", group=group) == 0
     finally:
         app.stdin.close()  # StreamsApp then closes Kafka Streams, leaving the group
-        app.wait(60)
+        try:
+            app.wait(60)
+        except subprocess.TimeoutExpired:
+            app.kill()
+            app.wait()
     assert app.returncode == 0, output.read_text()
     samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 0,
                        "the member to leave", timeout=60)
