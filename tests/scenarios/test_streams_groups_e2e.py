@@ -76,6 +76,7 @@ def test_a_streams_group_shows_as_a_streams_group(kafka_broker, admin, monitor, 
     assert app.returncode == 0, output.read_text()
     samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 0,
                        "the member to leave", timeout=60)
-    assert value(samples, "kafka_consumergroup_state", group=group, state="Empty") == 1
+    assert value(samples, "kafka_consumergroup_state", group=group, state="Empty") == 1, \
+        series(samples, "kafka_consumergroup_state", group=group)
     assert value(samples, "kafka_consumergroup_info", group=group, group_type="streams") == 1
     assert value(samples, "kafka_consumergroup_info", group=group, group_type="classic") is None
