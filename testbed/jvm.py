@@ -72,6 +72,12 @@ def kafka_jars(version: str | None = None) -> Path:
     return _resolve("broker", JARS_ROOT / f"kafka-{version}", [f"-Dkafka.version={version}"])
 
 
+def kafka_streams_jars(version: str | None = None) -> Path:
+    """Directory holding Kafka Streams (4.x; the streams-group scenario), used beside :func:`kafka_jars`."""
+    version = version or kafka_version()
+    return _resolve("streams", JARS_ROOT / f"kafka-streams-{version}", [f"-Dkafka.version={version}"])
+
+
 def spark_connector_dir() -> Path:
     """Resolve the connector for the installed pyspark through Maven into build/jars (``make setup``)."""
     version = spark_version()
