@@ -16,8 +16,9 @@ from streaming.protocol import BatchReport, TopicPartition
 
 log = logging.getLogger("rebalance_monitor")
 
-# What Spark's query status says after a trigger that found no new data (MicroBatchExecution).
-IDLE_MESSAGE = "Waiting for data to arrive"
+# What Spark's query status says (MicroBatchExecution) between triggers and while a trigger finds nothing;
+# "not isDataAvailable" with one of these: the last trigger found no new data. Not "Initializing sources".
+IDLE_MESSAGES = ("Waiting for next trigger", "Waiting for data to arrive")
 
 
 def source_offsets(text: str | None) -> dict[TopicPartition, int]:
@@ -71,8 +72,8 @@ class ProgressWatcher(PollingThread):
     its queue is full, and in whole test runs here stopped delivering them to a listener added after
     other monitors had run in the same process, while batches went on; the last-batch gauge behind
     MonitorStalled and the readiness probe must not depend on that. Every completed batch is seen once,
-    in order (``recentProgress`` keeps Spark's last 100), from the run that completed it; a trigger
-    that found no new data (Spark's status "Waiting for data to arrive") counts as caught up.
+    in order (``recentProgress`` keeps Spark's last 100), from the run that completed it; a query whose
+    last trigger found no new data (its status, see IDLE_MESSAGES) counts as caught up.
     """
 
     def __init__(self, instruments: JobMetrics, query: Callable[[], Any], report: Callable[[], BatchReport],
@@ -113,7 +114,8 @@ class ProgressWatcher(PollingThread):
                     self._observe(progress)
                     self._seen = progress.batchId
         status = query.status
-        if status.get("message") == IDLE_MESSAGE and not status.get("isTriggerActive"):
+        if (status.get("message") in IDLE_MESSAGES and not status.get("isDataAvailable")
+                and not status.get("isTriggerActive")):
             self.instruments.observe_idle(time.time())
             if self.health is not None:
                 self.health.observe_idle()

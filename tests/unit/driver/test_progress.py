@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from streaming.driver.progress import IDLE_MESSAGE, ProgressWatcher, batch_offsets, source_offsets
+from streaming.driver.progress import IDLE_MESSAGES, ProgressWatcher, batch_offsets, source_offsets
 from streaming.lag.tracker import LagTracker
 from streaming.metrics.instruments import JobMetrics
 from streaming.protocol import BatchReport
@@ -88,8 +88,13 @@ def test_the_watcher_feeds_each_batch_once_in_order_and_idle_triggers(caplog: py
     assert [line.split(":")[0] for line in lines] == ["batch 3", "batch 4"]
     assert lines[1].startswith("batch 4: 90 records [t1=80 t2=10] errors=2 groups=4 rebalances=1")
     assert "(collect 0.40s, fold 0.20s)" in lines[1] and lines[1].endswith("behind=0")
-    # A trigger that found nothing new: the job is alive and caught up, the gauge says now.
-    query.status = {"message": IDLE_MESSAGE, "isDataAvailable": False, "isTriggerActive": False}
+    # Between triggers after one that read data: not idle yet.
+    query.status = {"message": IDLE_MESSAGES[0], "isDataAvailable": True, "isTriggerActive": False}
+    watcher.check()
+    assert sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds") == 1_795_478_400 + 1.5
+    # The last trigger found nothing new (Spark's status between triggers then, as a real query showed):
+    # the job is alive and caught up, the gauge says now.
+    query.status = {"message": IDLE_MESSAGES[0], "isDataAvailable": False, "isTriggerActive": False}
     before = time.time()
     watcher.check()
     assert sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds") >= before
