@@ -189,10 +189,8 @@ class LagSeries:
                 return
             self._unreachable_at = None
         with self._freshen_lock:  # concurrent scrapes share one round
-            # The oldest sample decides, not when the last round ran: a round can end without reaching
-            # every partition, and a scrape must never serve an older log end than max_age_s allows.
-            oldest = min(self.lag.sampled_at().values(), default=None)
-            if oldest is None or (time.time() - oldest <= self._max_age_s and not self._overtaken_since_fetch):
+            last = self.lag.last_round_at()
+            if last is not None and time.time() - last <= self._max_age_s and not self._overtaken_since_fetch:
                 return
             started = time.monotonic()
             self._overtaken_since_fetch = False
