@@ -178,8 +178,20 @@ def test_every_dashboard_metric_is_exported_by_the_job(scene: Scene) -> None:
     assert not missing, f"the dashboard names metrics the job does not export: {sorted(missing)}"
 
 
+def stall_evidence(scene: Scene) -> str:
+    """What the job and Prometheus saw lately, for a MonitorStalled that is wrong while the job runs."""
+    prometheus, query = scene.prometheus, scene.monitor.query
+    last = query.lastProgress
+    return (f"gauge {time.time() - (scene.monitor.instruments.last_progress or 0):.1f}s old in the job, "
+            f"query status {query.status}, last batch {last and last.batchId} at {last and last.timestamp}; "
+            f"in Prometheus: up over 1m {prometheus.query('min_over_time(up[1m])')}, "
+            f"scrape durations max {prometheus.query('max_over_time(scrape_duration_seconds[1m])')}, "
+            f"gauge age {prometheus.query('time() - rebalance_monitor_last_batch_timestamp_seconds')}")
+
+
 def test_monitor_stalled_fires_when_the_job_stops(scene: Scene) -> None:
-    assert CLUSTER not in alert_states(scene.prometheus, "MonitorStalled"), "stalled while running"
+    if CLUSTER in alert_states(scene.prometheus, "MonitorStalled"):
+        pytest.fail(f"MonitorStalled while the job runs: {stall_evidence(scene)}")
     scene.stop_monitor()
     wait(lambda: alert_states(scene.prometheus, "MonitorStalled").get(CLUSTER) == "firing", 120,
          "MonitorStalled to fire after the job stopped")
