@@ -207,9 +207,11 @@ class Churn(threading.Thread):
             self.steps += 1
 
     def stop(self) -> None:
-        """Stop the schedule and every member (cleanly: they leave the group)."""
+        """Stop the schedule and every member (cleanly: they leave the group); also when it never started
+        (a failed setup's cleanup must not hide the failure)."""
         self._stop_event.set()
-        self.join(60)
+        if self.ident is not None:
+            self.join(60)
         leave_all(m for m in self.everyone if m.running)
 
     def seen(self, group: str) -> set[int]:
@@ -341,7 +343,7 @@ class SparkCluster:
             self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                         "--cores", "1", "--memory", self.worker_memory, "--webui-port", str(free_port()),
                         "--work-dir", str(self.workdir / f"worker-{i}"), self.url)
-        wait_until(lambda: len(self.alive_workers()) == self.workers, 120, f"{self.workers} workers")
+        wait_until(lambda: len(self.alive_workers()) == self.workers, 180, f"{self.workers} workers")
         return self
 
     def state(self) -> dict[str, Any]:
