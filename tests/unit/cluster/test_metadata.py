@@ -46,6 +46,7 @@ def test_topic_ids_by_id_and_a_deleted_topics_id(kafka_broker, admin, unique) ->
     admin.create_topic(deleted, 1)
     topic_id, gone_id = kafka_topic_id(kafka_broker.bootstrap, topic), kafka_topic_id(kafka_broker.bootstrap, deleted)
     admin.client.delete_topics([deleted])
+    admin.commit(f"meta-{unique}", {(topic, 0): 0})  # the session timeout is read where __consumer_offsets lives
     metadata = TopicMetadata(kafka_broker.bootstrap)
     try:
         assert metadata.names_by_id([topic_id, gone_id]) == {topic_id: topic}
