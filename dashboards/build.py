@@ -342,6 +342,12 @@ def group_detail(layout: Layout) -> None:
              [Query(f"min by (cluster, group) (kafka_consumergroup_min_retention_margin_records{{{G}}})",
                     "{{cluster}}", instant=True)],
              unit="short", width=6, steps=thresholds(("red", None), ("orange", 0), ("green", 1))),
+        stat("Time before retention deletes unread records", "Until retention.ms lets the log delete the "
+             "oldest record the group has not read (a lower bound: Kafka deletes whole segments; negative: "
+             "past); no value while nothing is unread or retention is unlimited.",
+             [Query(f"min by (cluster, group) (kafka_consumergroup_retention_deadline_timestamp_seconds{{{G}}}) "
+                    f"- time()", "{{cluster}}", instant=True)],
+             unit="s", width=6, steps=thresholds(("red", None), ("orange", 0), ("green", 3600))),
         bargauge("Partitions per member", "Partitions assigned to each member (client id @ host; member: a "
                  "static member's instance id, see --member-labels).",
                  [Query(f"max by (cluster, group, client_id, client_host, member) "
@@ -354,6 +360,15 @@ def group_detail(layout: Layout) -> None:
                   Column("Lag (records)", f"max by (cluster, group, member, client_id, client_host) "
                          f"(kafka_consumergroup_member_lag{{{G}}})"),
               ], steps=thresholds(("green", None), ("orange", 60), ("red", BEHIND_SECONDS))),
+        table("Members behind their target", "KIP-848 groups: target assignment epochs a member has not caught "
+              "up with (above 0: it has not revoked what its target takes away; GroupMemberBehindTarget fires "
+              "after 2m), and partitions it must still give up or take up.",
+              ["cluster", "group", "member", "client_id", "client_host"], [
+                  Column("Epoch lag", f"max by (cluster, group, member, client_id, client_host) "
+                         f"(kafka_consumergroup_member_epoch_lag{{{G}}})", colored=True),
+                  Column("Unreconciled partitions", f"max by (cluster, group, member, client_id, client_host) "
+                         f"(kafka_consumergroup_member_unreconciled_partitions{{{G}}})"),
+              ], width=8, steps=thresholds(("green", None), ("red", 1))),
         table("Assignor advisor", "The imbalance Kafka's assignors would give the current members (a "
               "background pass; classic groups) beside the current one.", ["cluster", "group", "assignor"], [
                   Column("Would give", f"max by (cluster, group, assignor) "

@@ -250,6 +250,11 @@ class MemberSummary:
     assigned_partitions: int
     instance_id: str | None = None
     subscribed_topics: tuple[str, ...] = ()  # classic only: what the assignor advisor needs
+    # KIP-848 only (None elsewhere): the target assignment epoch minus the member's epoch (how many
+    # target assignments it has not caught up with), and the partitions it must still give up or
+    # take up to own exactly its target.
+    epoch_lag: int | None = None
+    unreconciled_partitions: int | None = None
 
 
 class MemberChurn(NamedTuple):

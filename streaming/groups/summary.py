@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from streaming.groups.boundary import CHURN_WINDOW_MS, imbalance_ratio
 from streaming.groups.classic import classic_leader
 from streaming.groups.consumer import preferred_assignor
-from streaming.groups.model import MEMBER_STATE_STABLE, Assignment, GroupSnapshot, member_keys
+from streaming.groups.model import MEMBER_STATE_STABLE, Assignment, CurrentAssignment, GroupSnapshot, member_keys
 from streaming.groups.share_streams import other_state
 from streaming.protocol import (
     CONSUMER,
@@ -78,6 +78,7 @@ def _member_summaries(snapshot: GroupSnapshot) -> list[MemberSummary]:
             for m in snapshot.classic.members
         ]
     if snapshot.consumer is not None:
+        epoch = snapshot.consumer.assignment_epoch
         return [
             MemberSummary(
                 m.owner,
@@ -85,6 +86,8 @@ def _member_summaries(snapshot: GroupSnapshot) -> list[MemberSummary]:
                 m.metadata.client_id if m.metadata else "",
                 m.metadata.client_host if m.metadata else "",
                 _count(m.current.assigned) if m.current else 0,
+                epoch_lag=_epoch_lag(epoch, m.current),
+                unreconciled_partitions=_unreconciled(m.target, m.current),
             )
             for m in snapshot.consumer.members.values()
         ]
@@ -96,6 +99,28 @@ def _member_summaries(snapshot: GroupSnapshot) -> list[MemberSummary]:
 
 def _count(assignment: Assignment) -> int:
     return sum(len(parts) for parts in assignment.values())
+
+
+def _epoch_lag(assignment_epoch: int | None, current: CurrentAssignment | None) -> int | None:
+    """Target assignments a KIP-848 member has not caught up with: Kafka moves a member to the
+    target epoch only once it has revoked what it must give up (None: either epoch unknown)."""
+    if assignment_epoch is None or current is None or current.member_epoch is None:
+        return None
+    return max(0, assignment_epoch - current.member_epoch)
+
+
+def _unreconciled(target: Assignment | None, current: CurrentAssignment | None) -> int | None:
+    """Partitions a KIP-848 member must still give up (owned, or pending revocation, outside its
+    target) or take up (in its target, not yet owned): 0 when it owns exactly its target."""
+    if target is None:
+        return None
+    wanted = _pairs(target)
+    owned = _pairs(current.assigned) | _pairs(current.pending_revocation) if current else set()
+    return len(wanted ^ owned)
+
+
+def _pairs(assignment: Assignment) -> set[tuple[str, int]]:
+    return {(topic, p) for topic, parts in assignment.items() for p in parts}
 
 
 def member_churn(snapshot: GroupSnapshot, now_ms: int) -> tuple[MemberChurn, ...]:

@@ -38,14 +38,15 @@ from kafka.admin import ConfigResource, ConfigResourceType
 from streaming.cluster.client import LazyClient, config_values
 from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.timestamps import RecordTimestamps
-from streaming.lag.tracker import DEFAULT_LOOKUPS_PER_ROUND, LagTracker
+from streaming.lag.tracker import DEFAULT_LOOKUPS_PER_ROUND, LagTracker, TopicConfig
 from streaming.lifecycle import PollingThread
 from streaming.protocol import TopicPartition
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-TIMESTAMP_TYPE_MAX_AGE_S = 600.0  # a topic's message.timestamp.type is read again after this long
+TOPIC_CONFIG_MAX_AGE_S = 600.0  # a topic's settings are read again after this long
+TOPIC_CONFIGS = ("message.timestamp.type", "retention.ms")
 QUICK_TIMEOUT_MS = 2000  # a scrape's own log-end fetch gives up after this long
 ERROR_REASONS = ("timeout", "connection", "unknown_topic_or_partition", "not_leader", "auth", "other")
 
@@ -145,7 +146,7 @@ class LogEndPoller(PollingThread):
             both = {tp: (starts[tp], ends[tp]) for tp in ends if tp in starts}
             self.tracker.record_offsets(both, sampled_at)
             self._leader_cache = tracked
-            self._describe_timestamp_types(errors)
+            self._describe_topic_configs(errors)
             fetched = bool(both)
             fetched |= self._poll_offsets_topic(leaders, sampled_at, errors)
             self.tracker.forget_unwanted()
@@ -156,26 +157,25 @@ class LogEndPoller(PollingThread):
             self._admin.close()
         self.tracker.record_round(sampled_at if fetched else 0.0, errors)
 
-    def _describe_timestamp_types(self, errors: Counter[str]) -> None:
-        """Read ``message.timestamp.type`` of topics not seen for TIMESTAMP_TYPE_MAX_AGE_S (DescribeConfigs,
-        one call for all of them): what "lag in seconds" is measured against on each topic."""
-        topics = sorted(self.tracker.topics_to_describe(TIMESTAMP_TYPE_MAX_AGE_S))
+    def _describe_topic_configs(self, errors: Counter[str]) -> None:
+        """Read the settings of topics not seen for TOPIC_CONFIG_MAX_AGE_S (DescribeConfigs, one call for all
+        of them): ``message.timestamp.type``, what "lag in seconds" is measured against on each topic, and
+        ``retention.ms``, how long the group's next unread record may stay in the log."""
+        topics = sorted(self.tracker.topics_to_describe(TOPIC_CONFIG_MAX_AGE_S))
         if not topics:
             return
-        resources = [ConfigResource(ConfigResourceType.TOPIC, topic, ["message.timestamp.type"]) for topic in topics]
+        resources = [ConfigResource(ConfigResourceType.TOPIC, topic, list(TOPIC_CONFIGS)) for topic in topics]
         try:
             answer = self._admin.get().describe_configs(resources, config_filter="all")
-        except Exception as exc:  # DescribeConfigs refused (ACLs) or failed: the types stay unknown
+        except Exception as exc:  # DescribeConfigs refused (ACLs) or failed: the settings stay unknown
             errors[error_reason(exc)] += 1
             log.warning("DescribeConfigs of %d topic(s) failed (%s): %s", len(topics), error_reason(exc), exc)
-            self.tracker.record_timestamp_types(dict.fromkeys(topics, ""), time.time())  # tried: not every round
+            self.tracker.record_topic_configs(dict.fromkeys(topics, TopicConfig()), time.time())  # not every round
             return
-        found: dict[str, str] = {}
-        for name, configs in config_values(answer, "topic").items():
-            value = configs.get("message.timestamp.type")
-            if value is not None:
-                found[name] = str(value)
-        self.tracker.record_timestamp_types(found, time.time())
+        found = {name: TopicConfig(str(configs.get("message.timestamp.type") or ""),
+                                   _integer(configs.get("retention.ms")))
+                 for name, configs in config_values(answer, "topic").items()}
+        self.tracker.record_topic_configs(found, time.time())
 
     def fetch_log_ends(self) -> bool | None:
         """A quick fetch, from any thread: log ends only (ListOffsets LATEST, one call per leader known from
@@ -301,3 +301,10 @@ def _split(tps: list[TopicPartition]) -> list[list[TopicPartition]]:
         return [[tp for tp in tps if tp[0] in first], [tp for tp in tps if tp[0] not in first]]
     return [tps[: len(tps) // 2], tps[len(tps) // 2:]]
 
+
+def _integer(value: object) -> int | None:
+    """A numeric setting's value, None when absent or not a number."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return None

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.history import LogEndRing, appended_at
@@ -52,6 +52,13 @@ class PartitionLag:
     # ended below the committed offset (truncation, or a commit past the end). A negative
     # lag from an older sample only means the consumer overtook that sample: show 0.
     truncated: bool = False
+
+
+class TopicConfig(NamedTuple):
+    """The settings of a tracked topic the lag series depend on."""
+
+    timestamp_type: str = ""  # message.timestamp.type: CreateTime or LogAppendTime ("" not known)
+    retention_ms: int | None = None  # retention.ms (-1: unlimited; None: not known)
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ class LagTracker:
         # Topics whose lag in seconds is measured by append time (interpolated over the log-end
         # history) rather than by the record's own timestamp.
         self._append_time = re.compile(append_time_topics) if append_time_topics else None
-        self._timestamp_types: dict[str, tuple[str, float]] = {}  # topic -> (message.timestamp.type, when read)
+        self._topic_configs: dict[str, tuple[TopicConfig, float]] = {}  # topic -> (its settings, when read)
         self._resolution_s = history_resolution_s
         self._capacity = max(2, math.ceil(history_span_s / history_resolution_s) + 1)
         self._clock = clock
@@ -271,23 +278,31 @@ class LagTracker:
                 return {}
             return dict(self._gaps)
 
-    def record_timestamp_types(self, types: Mapping[str, str], at: float) -> None:
-        """Topics' ``message.timestamp.type`` (CreateTime or LogAppendTime), as read at ``at``."""
+    def record_topic_configs(self, configs: Mapping[str, TopicConfig], at: float) -> None:
+        """Topics' settings as read at ``at`` (an empty TopicConfig: reading them failed)."""
         with self._lock:
-            self._timestamp_types.update({topic: (kind, at) for topic, kind in types.items()})
+            self._topic_configs.update({topic: (config, at) for topic, config in configs.items()})
 
     def timestamp_types(self) -> dict[str, str]:
-        """The tracked topics' ``message.timestamp.type`` where read (an empty type: reading it failed)."""
+        """The tracked topics' ``message.timestamp.type`` where read."""
         with self._lock:
             topics = self._topics()
-            return {topic: kind for topic, (kind, _) in self._timestamp_types.items() if topic in topics and kind}
+            return {topic: config.timestamp_type for topic, (config, _) in self._topic_configs.items()
+                    if topic in topics and config.timestamp_type}
+
+    def retention_seconds(self) -> dict[str, float]:
+        """The tracked topics' time-based retention (``retention.ms``) where read and not unlimited."""
+        with self._lock:
+            topics = self._topics()
+            return {topic: config.retention_ms / 1000 for topic, (config, _) in self._topic_configs.items()
+                    if topic in topics and config.retention_ms is not None and config.retention_ms > 0}
 
     def topics_to_describe(self, max_age_s: float) -> set[str]:
-        """Tracked topics whose timestamp type is unknown or older than ``max_age_s``."""
+        """Tracked topics whose settings are unknown or older than ``max_age_s``."""
         now = self._clock()
         with self._lock:
             topics = self._topics()
-            known = self._timestamp_types
+            known = self._topic_configs
             return {t for t in topics if t not in known or now - known[t][1] > max_age_s}
 
     def _topics(self) -> set[str]:

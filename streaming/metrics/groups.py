@@ -44,6 +44,13 @@ GROUP_FAMILIES = (
     Family("kafka_consumergroup_member_assigned_partitions", G,
            "Partitions assigned to a member; with --member-labels client (the default) members are told apart by "
            "client id, host and static instance id (member), with --member-labels member by member id too."),
+    Family("kafka_consumergroup_member_epoch_lag", G,
+           "KIP-848 groups: target assignment epoch minus the member's epoch; above 0 while the member has not "
+           "revoked what its target takes away (the member holding the group in Reconciling). Max over members "
+           "sharing labels."),
+    Family("kafka_consumergroup_member_unreconciled_partitions", G,
+           "KIP-848 groups: partitions a member must still give up or take up to own exactly its target "
+           "assignment; 0 when reconciled."),
     Family("kafka_consumergroup_assignment_imbalance_ratio", G,
            "Busiest member's partitions over the mean per member; 1 is even."),
     Family("kafka_consumergroup_partitions_moved_total", C, "Partitions whose owner changed across rebalances."),
@@ -114,12 +121,20 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int, member_mod
         f'"{escape(s.protocol_type)}",protocol="{escape(s.protocol)}",leader="{escape(s.leader)}"', 1)
     add(_F["kafka_consumergroup_assigned_partitions"], g, s.assigned_partitions)
     assigned: dict[MemberLabels, int] = {}
+    epoch_lag: dict[MemberLabels, int] = {}
+    unreconciled: dict[MemberLabels, int] = {}
     for m in s.members:
         key = member_labels(m, member_mode)
         assigned[key] = assigned.get(key, 0) + m.assigned_partitions
-    for key, count in assigned.items():
-        add(_F["kafka_consumergroup_member_assigned_partitions"],
-            g + "," + ",".join([f'{k}="{escape(v)}"' for k, v in key]), count)
+        if m.epoch_lag is not None:
+            epoch_lag[key] = max(epoch_lag.get(key, 0), m.epoch_lag)
+        if m.unreconciled_partitions is not None:
+            unreconciled[key] = unreconciled.get(key, 0) + m.unreconciled_partitions
+    for family, values in (("kafka_consumergroup_member_assigned_partitions", assigned),
+                           ("kafka_consumergroup_member_epoch_lag", epoch_lag),
+                           ("kafka_consumergroup_member_unreconciled_partitions", unreconciled)):
+        for key, count in values.items():
+            add(_F[family], g + "," + ",".join([f'{k}="{escape(v)}"' for k, v in key]), count)
     if s.imbalance_ratio is not None:
         add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
     add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)

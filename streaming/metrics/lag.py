@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -159,6 +160,7 @@ class LagSeries:
         # waited out a long batch would leave the next scrape's lag a poll interval stale.
         self._refresh_seconds = 0.0
         self._sampled: set[TopicPartition] = set()  # partitions with a log-end sample, as of the last refresh
+        self._retention_s: dict[str, float] = {}  # topic -> retention.ms in seconds, as of the last refresh
         self._overtaken_since_fetch = False  # a render left a partition out for want of a newer sample
         self._unreachable_at: float | None = None  # a scrape's fetch found the cluster unreachable then
         self._unresolved: Callable[[], Mapping[str, int]] = dict  # unresolved topic ids by reason
@@ -302,6 +304,7 @@ class LagSeries:
             self.lag.set_wanted(*wanted)
         sampled = self.lag.sampled_at()
         self._sampled = set(sampled)
+        self._retention_s = self.lag.retention_seconds()
         with self._lock:
             groups = list(self._offsets.items())
         for group, offsets in groups:
@@ -462,7 +465,11 @@ class LagSeries:
                     lines.add_age(_F["kafka_consumergroup_member_lag_seconds"], member, oldest)
         for topic, count in sorted(self._truncations.get(group, {}).items()):
             lines.add(_F["kafka_consumergroup_lag_truncations_total"], (("group", group), ("topic", topic)), count)
-        retention_lines(lines, group, margins, self._lost.totals(group), self.per_partition)
+        retention = self._retention_s
+        deadlines = [since + retention[tp[0]] for tp, (_, since) in found.items()
+                     if since is not None and since != math.inf and tp[0] in retention]
+        retention_lines(lines, group, margins, self._lost.totals(group), self.per_partition,
+                        min(deadlines) if deadlines else None)
         sampled_at = self.lag.last_round_at()
         if sampled_at is not None and log_ends:
             self.health.record(group, {tp: committed[tp] for tp in log_ends}, log_ends,

@@ -46,7 +46,12 @@ MARGIN = Family("kafka_consumergroup_retention_margin_records", G,
                 "group loses any (negative: lost); --lag-granularity partition only.")
 MIN_MARGIN = Family("kafka_consumergroup_min_retention_margin_records", G,
                     "Smallest retention margin over the group's committed partitions.")
-RETENTION_FAMILIES = (RECORDS_LOST, MARGIN, MIN_MARGIN)
+DEADLINE = Family("kafka_consumergroup_retention_deadline_timestamp_seconds", G,
+                  "Earliest time retention.ms lets the log delete a record the group has not read yet (the "
+                  "oldest unread record's timestamp plus its topic's retention.ms; Kafka deletes whole segments, "
+                  "so the record may live longer); the margin in seconds is this minus time(). Absent when "
+                  "nothing is unread or no topic has time-based retention.")
+RETENTION_FAMILIES = (RECORDS_LOST, MARGIN, MIN_MARGIN, DEADLINE)
 HEALTH = Family("kafka_consumergroup_health", G,
                 "1 for the group's verdict over a sliding window: status OK, WARN or ERR, reason ok, rebalancing, "
                 "stopped, stalled, storm, rewinding or lagging (rules: streaming/live/health.py, docs/metrics.md).")
@@ -82,8 +87,11 @@ def state_lines(cluster: str, group: str, shown: Shown, durations: tuple[tuple[i
 
 
 def retention_lines(lines: Lines, group: str, margins: Mapping[TopicPartition, int], lost: Mapping[str, int],
-                    per_partition: bool) -> None:
-    """A group's retention margins (per partition when ``per_partition``, and the smallest) and records lost."""
+                    per_partition: bool, deadline_s: float | None = None) -> None:
+    """A group's retention margins (per partition when ``per_partition``, and the smallest), the earliest
+    deadline retention.ms sets on its unread records, and records lost."""
+    if deadline_s is not None:
+        lines.add(DEADLINE, (("group", group),), deadline_s)
     if per_partition:
         for (topic, partition), records in sorted(margins.items()):
             lines.add(MARGIN, (("group", group), ("topic", topic), ("partition", str(partition))), records)

@@ -1,6 +1,9 @@
 """KIP-848 groups on Kafka 4.1+ (no record maps a topic id to its name any more): real broker (4.3.1),
 real confluent-kafka members with ``group.protocol=consumer``, the real job, Kafka's own tool as the oracle.
 
+Second scenario: a member that stops polling cannot revoke what a newcomer's target takes from it;
+the monitor must name it (epoch lag) and the newcomer waiting for its partitions, as Kafka's tool does.
+
 Two members share a 4-partition topic: one stops polling before it has read anything (a slow
 consumer that never committed: its partitions are measured from the log start), the other reads
 everything and is then killed with SIGKILL (only the session timeout removes it). The monitor must
@@ -18,7 +21,7 @@ from decoders.batch import decode_batch
 from decoders.reader import uuid_text
 from streaming.cluster.metadata import TopicMetadata
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
-from tests.support.lag_helpers import describe_group
+from tests.support.lag_helpers import describe_group, describe_members
 from tests.support.monitor_helpers import Samples, scrape, series, value, wait_for
 
 pytestmark = pytest.mark.slow
@@ -109,3 +112,40 @@ def test_kip848_member_lag_uncommitted_lag_and_a_killed_members_departure(
     commits = [row for row in table.to_pylist() if row["group"] == group and row["record_type"] == 1
                and not row["is_tombstone"]]
     assert commits and {(row["value_version"], uuid_text(row["topic_id"])) for row in commits} == {(4, topic_id)}
+
+
+def _behind(samples: Samples, group: str, client_id: str) -> tuple[float | None, float | None]:
+    return (value(samples, "kafka_consumergroup_member_epoch_lag", group=group, client_id=client_id),
+            value(samples, "kafka_consumergroup_member_unreconciled_partitions", group=group, client_id=client_id))
+
+
+def test_a_member_that_does_not_revoke_is_named_behind_its_target(
+        kafka_broker, admin: Admin, monitor, members: list[Member], unique: str, kip848) -> None:
+    group, topic = f"kip848-behind-{unique}", f"kip848-behind-{unique}"
+    admin.create_topic(topic, 4)
+    holder = Member(kafka_broker.bootstrap, group, [topic], "holder", protocol="consumer")
+    members.append(holder)
+    start_members([holder])
+    wait_balanced([holder], [(topic, p) for p in range(4)])
+    wait_for(monitor, lambda s: _behind(s, group, "holder") == (0, 0), "the holder reconciled on all 4")
+
+    holder.stop_polling()
+    wait_until(lambda: holder.stalled, 30, "the holder's poll loop to stop")
+    waiter = Member(kafka_broker.bootstrap, group, [topic], "waiter", protocol="consumer")
+    members.append(waiter)
+    start_members([waiter])
+    # The new target gives the waiter two of the holder's partitions; the holder, not polling, never
+    # revokes them: it stays at its old epoch, the waiter at the new one without its partitions.
+    samples = wait_for(monitor, lambda s: (_behind(s, group, "holder")[0] or 0) >= 1
+                       and _behind(s, group, "waiter") == (0, 2), "the holder behind and the waiter waiting")
+    assert _behind(samples, group, "holder") == (1, 2)
+    assert value(samples, "kafka_consumergroup_state", group=group, state="Reconciling") == 1
+    kafka = describe_members(kafka_broker.bootstrap, group)
+    assert int(kafka["holder"]["TARGET-EPOCH"]) - int(kafka["holder"]["CURRENT-EPOCH"]) == 1, kafka
+    assert kafka["waiter"]["TARGET-EPOCH"] == kafka["waiter"]["CURRENT-EPOCH"], kafka
+    assert kafka["waiter"]["CURRENT-ASSIGNMENT"] != kafka["waiter"]["TARGET-ASSIGNMENT"], kafka
+
+    # Released (the holder leaves), the waiter takes its target: nobody behind.
+    holder.leave()
+    wait_for(monitor, lambda s: _behind(s, group, "waiter") == (0, 0)
+             and _behind(s, group, "holder") == (None, None), "the waiter reconciled, the holder gone")

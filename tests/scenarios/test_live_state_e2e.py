@@ -19,6 +19,7 @@ import pytest
 from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
+from tests.support.lag_helpers import record_timestamp
 from tests.support.monitor_helpers import scrape, series, start_monitor, value, wait_for
 
 pytestmark = pytest.mark.slow
@@ -118,20 +119,25 @@ def test_a_stuck_classic_rebalance_is_shown_live_and_alerted(live_scene, kafka_b
 
 def test_records_deleted_below_a_commit_are_counted_lost_and_alerted(live_scene, kafka_broker: LocalKafka,
                                                                       admin: Admin) -> None:
-    """A group committed at 10 of 100 records; kafka-delete-records' API moves the log start to 60: 50 records the
-    group never read are gone, counted once, and GroupRecordsLost fires in Prometheus."""
+    """A group committed at 10 of 100 records of a topic kept one hour; kafka-delete-records' API moves the log start
+    to 60: 50 records the group never read are gone, counted once, and GroupRecordsLost fires in Prometheus. Before
+    that, the margin: 10 records, and retention.ms may delete record 10 one hour after it was written."""
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import NewTopic
 
     monitor, prometheus, prefix = live_scene
     group, topic = f"{prefix}-lossy", f"{prefix}-retained"
-    admin.create_topic(topic, 1)
+    admin.client.create_topics([NewTopic(topic, 1, 1, topic_configs={"retention.ms": "3600000"})])
     admin.produce(topic, 100)
     admin.commit(group, {(topic, 0): 10})
+    deadline = record_timestamp(kafka_broker.bootstrap, topic, 0, 10) / 1000 + 3600
     wait_for(monitor, lambda s: value(s, "kafka_consumergroup_retention_margin_records", group=group, topic=topic,
                                       partition="0") == 10
-             and value(s, "kafka_consumergroup_records_lost_total", group=group, topic=topic) == 0,
-             "a margin of 10 records and nothing lost")
+             and value(s, "kafka_consumergroup_records_lost_total", group=group, topic=topic) == 0
+             and abs((value(s, "kafka_consumergroup_retention_deadline_timestamp_seconds", group=group) or 0)
+                     - deadline) < 0.001,
+             "a margin of 10 records and one hour, nothing lost")
     # The alert is an increase(): Prometheus must hold the counter's 0 before the loss, as it does
     # between regular scrapes (the job writes 0 at a committed topic's first sight).
     lost_query = f'kafka_consumergroup_records_lost_total{{group="{group}",topic="{topic}"}}'

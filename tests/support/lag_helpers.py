@@ -39,6 +39,24 @@ def describe_group(bootstrap: str, group: str) -> dict[tuple[str, int], Row]:
     return describe_groups(bootstrap, [group])[group]
 
 
+def describe_members(bootstrap: str, group: str) -> dict[str, dict[str, str]]:
+    """Kafka's own ``kafka-consumer-groups --describe --members --verbose``: client id -> the tool's
+    columns (for KIP-848 groups CURRENT-EPOCH, TARGET-EPOCH and both assignments) as it prints them."""
+    result = run_kafka_tool(GROUP_COMMAND, ["--bootstrap-server", bootstrap, "--describe", "--group", group,
+                                            "--members", "--verbose"])
+    assert result.returncode == 0, result.stderr
+    header: list[str] = []
+    rows: dict[str, dict[str, str]] = {}
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        if fields[:1] == ["GROUP"]:
+            header = fields
+        elif header and len(fields) == len(header) and fields[0] == group:
+            row = dict(zip(header, fields, strict=True))
+            rows[row["CLIENT-ID"]] = row
+    return rows
+
+
 def produce(bootstrap: str, topic: str, partition: int, timestamps_ms: list[int]) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
     try:

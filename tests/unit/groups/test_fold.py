@@ -367,6 +367,24 @@ def test_kip848_join_moves_target_owners_then_reconciles():
     assert summarize(snap, T0).imbalance_ratio == 1.0
 
 
+def test_kip848_member_behind_its_target_and_the_member_waiting_for_it():
+    """Kafka keeps a member that must revoke at its old epoch (UNREVOKED_PARTITIONS) and moves one that
+    only waits for partitions to the new epoch (UNRELEASED_PARTITIONS): epoch lag names the holder."""
+    snap = one_member_group()
+    snap, _ = fold(snap, k5("B"), k3(2), k7("A", {TA: [0, 1], TB: [0]}), k7("B", {TA: [2, 3], TB: [1]}), k6(2),
+                   k8("A", 1, {TA: [0, 1], TB: [0]}, state=1, pending={TA: [2, 3], TB: [1]}), k8("B", 2, {}, state=2))
+    behind = {m.member: (m.epoch_lag, m.unreconciled_partitions) for m in summarize(snap, T0).members}
+    assert behind == {"A": (1, 3), "B": (0, 3)}
+    snap, _ = fold(snap, k8("A", 2, {TA: [0, 1], TB: [0]}), k8("B", 2, {TA: [2, 3], TB: [1]}))
+    assert {m.member: (m.epoch_lag, m.unreconciled_partitions) for m in summarize(snap, T0).members} == {
+        "A": (0, 0), "B": (0, 0)}
+
+
+def test_classic_members_have_no_epoch_lag():
+    snap, _ = fold(None, classic(1, RANGE_2))
+    assert {(m.epoch_lag, m.unreconciled_partitions) for m in summarize(snap, T0).members} == {(None, None)}
+
+
 def two_member_group() -> GroupSnapshot:
     snap = one_member_group()
     snap, _ = fold(snap, k5("B"), k3(2), k7("A", {TA: [0, 1], TB: [0]}), k7("B", {TA: [2, 3], TB: [1]}),

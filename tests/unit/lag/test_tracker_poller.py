@@ -397,7 +397,8 @@ def test_topics_measured_by_append_time_and_the_timestamp_type_read_from_the_top
     their own timestamp the group is two hours behind; measured by append time, seconds."""
     topic, stamped = f"lag-append-{unique}", f"lag-logappend-{unique}"
     admin.create_topic(topic, 1)
-    admin.client.create_topics([NewTopic(stamped, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})])
+    admin.client.create_topics([NewTopic(stamped, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime",
+                                                                       "retention.ms": "3600000"})])
     wanted = [(topic, 0, 1), (stamped, 0, 0)]
     by_record = LogEndPoller(kafka_broker.bootstrap, LagTracker(interval_s=10))
     by_append = LogEndPoller(kafka_broker.bootstrap, LagTracker(interval_s=10, append_time_topics=f"^{topic}$"))
@@ -413,6 +414,8 @@ def test_topics_measured_by_append_time_and_the_timestamp_type_read_from_the_top
         assert record.seconds_method == "timestamp" and record.seconds == pytest.approx(7200, abs=60)
         assert append.seconds_method == "interpolated" and append.seconds < 60
         assert by_record.tracker.timestamp_types() == {topic: "CreateTime", stamped: "LogAppendTime"}
+        # Read in the same DescribeConfigs: the topic's own retention, else the broker's (7 days by default).
+        assert by_record.tracker.retention_seconds() == {topic: 604800.0, stamped: 3600.0}
     finally:
         by_record.stop()
         by_append.stop()

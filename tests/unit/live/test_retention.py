@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streaming.driver.publish import build_publishing
 from streaming.groups.stage import CommittedOffset, GroupOffsets
-from streaming.lag.tracker import LagTracker
+from streaming.lag.tracker import LagTracker, RecordTime, TopicConfig
 from streaming.live.retention import LostRecords
 from tests.unit.metrics.test_exporter import Clock, orders_summary, scrape
 
@@ -54,3 +54,28 @@ def test_lost_records_and_margins_reach_metrics():
             if lab["group"] == "orders"] == [-30]
     samples = sample(130, 200)
     assert [v for lab, v in samples["kafka_consumergroup_records_lost_total"] if lab["group"] == "orders"] == [30]
+
+
+def test_the_retention_deadline_is_the_oldest_unread_record_plus_its_topics_retention():
+    clock = Clock(1_700_000_100.0)
+    tracker = LagTracker(interval_s=10, clock=clock)
+    publisher = build_publishing("c", tracker)
+    publisher.publish(orders_summary(), GroupOffsets({("t0", 0): CommittedOffset(100, None),
+                                                       ("t0", 1): CommittedOffset(50, None),
+                                                       ("t1", 0): CommittedOffset(9, None)}, 3))
+    tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 50), ("t1", 0): (0, 10)}, clock())
+    # t0:0's next record was written 600 s ago; t0:1 is caught up (nothing unread); t1 keeps its records forever.
+    tracker.record_times({(("t0", 0), 100): RecordTime(int((clock() - 600) * 1000), 200),
+                          (("t1", 0), 9): RecordTime(int((clock() - 9000) * 1000), 10)}, (), clock())
+    tracker.record_round(clock(), {})
+
+    def deadline(configs: dict[str, TopicConfig]) -> list[float]:
+        tracker.record_topic_configs(configs, clock())
+        publisher.lag.refresh(clock())
+        return [v for lab, v in scrape(publisher)[0].get("kafka_consumergroup_retention_deadline_timestamp_seconds", ())
+                if lab["group"] == "orders"]
+
+    assert deadline({}) == []  # retention not read yet: no deadline rather than a guessed one
+    assert deadline({"t0": TopicConfig("CreateTime", 3_600_000), "t1": TopicConfig("CreateTime", -1)}) == [
+        clock() - 600 + 3600]
+    assert deadline({"t1": TopicConfig("CreateTime", 7_200_000)}) == [clock() - 9000 + 7200]  # already past

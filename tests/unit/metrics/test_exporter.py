@@ -133,7 +133,8 @@ EXPOSED = {
     "kafka_consumergroup_state_since_timestamp_seconds", "kafka_consumergroup_rebalancing_since_timestamp_seconds",
     "kafka_consumergroup_rebalance_timeout_seconds", "kafka_consumergroup_retention_margin_records",
     "kafka_consumergroup_min_retention_margin_records", "kafka_consumergroup_records_lost_total",
-    "kafka_consumergroup_health",
+    "kafka_consumergroup_health", "kafka_consumergroup_member_epoch_lag",
+    "kafka_consumergroup_member_unreconciled_partitions",
 }
 # C0 owns t0:0 (committed 150, log end 200), C1 owns t0:2 (never committed), i-2 owns t0:1 (caught up).
 ORDERS_ASSIGNMENTS = {"C0": [("t0", 0)], "C1": [("t0", 2)], "i-2": [("t0", 1)]}
@@ -196,6 +197,12 @@ def test_group_series(exporter):
     assert value(samples, "kafka_consumergroup_info", group="kip", group_type="consumer",
                  protocol_type="consumer", protocol="range", leader="") == 1
     assert value(samples, "kafka_consumergroup_assigned_partitions", **k) == 1
+    # m1 is at epoch 3 of target 4 and owns t0:0 of its target t0:0-1; classic members have neither series.
+    m1 = {"group": "kip", "member": "", "client_id": "cli", "client_host": "/h"}
+    assert value(samples, "kafka_consumergroup_member_epoch_lag", **m1) == 1
+    assert value(samples, "kafka_consumergroup_member_unreconciled_partitions", **m1) == 1
+    assert {lab["group"] for lab, _ in samples["kafka_consumergroup_member_epoch_lag"]} == {"kip"}
+    assert {lab["group"] for lab, _ in samples["kafka_consumergroup_member_unreconciled_partitions"]} == {"kip"}
     # Never rebalanced since first seen: no timestamp series rather than a fake one.
     assert not [lab for lab, _ in samples["kafka_consumergroup_last_rebalance_timestamp_seconds"]
                 if lab["group"] == "kip"]
