@@ -97,11 +97,6 @@ def promtool(request: pytest.FixtureRequest) -> str:
     return prometheus_tool("promtool", request.param)
 
 
-@pytest.fixture(scope="module", params=PROMETHEUS_MAJORS, ids=lambda major: f"prometheus{major}")
-def prometheus_bin(request: pytest.FixtureRequest) -> str:
-    return prometheus_tool("prometheus", request.param)
-
-
 @pytest.fixture
 def unique() -> str:
     """A short name unique within the test run, for topics and groups."""

@@ -1,6 +1,7 @@
 """The job seen where operators look: a real Prometheus scrapes a running monitor while real
 groups churn, evaluates the shipped rules, and answers every dashboard query; and the lag alerts
-fire at both --lag-granularity settings.
+fire at both --lag-granularity settings. Each scene is scraped by both Prometheus majors side by
+side (Debian's 2.x and Prometheus 3, whose range selectors changed), and every check holds on each.
 
 The rules are the shipped expressions with every ``for:`` cut to 10 s and MonitorStalled's
 5-minute threshold cut to STALL_SECONDS (testbed.prometheus.fast_rules): the production durations
@@ -23,6 +24,7 @@ import pytest
 from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus, fast_rules
 from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced
+from tests.conftest import PROMETHEUS_MAJORS, prometheus_tool
 from tests.deploy.test_ops_files import DASHBOARD, dashboard_expressions, metric_names
 from tests.support.lag_helpers import produce
 from tests.support.monitor_helpers import start_monitor
@@ -37,17 +39,20 @@ STORM_SECONDS = 300  # the storm loop's bound: RebalanceStorm needs > 10 rebalan
 # Families that stay empty on a healthy cluster: nothing undecodable, no truncated log, no
 # failed poll (lag or live), no open transaction on __consumer_offsets, every assigned partition
 # committed, no limit hit, every KIP-848 topic id resolved, and (but while a member joins or
-# leaves) no rebalance in progress.
+# leaves) no rebalance in progress. Its groups are classic (no KIP-848 member epochs) and keep up
+# (so mostly no unread record for a retention deadline).
 MAY_BE_EMPTY = ("rebalance_monitor_decode_errors_total", "kafka_consumergroup_lag_truncations_total",
                 "rebalance_monitor_log_end_poll_errors_total", "rebalance_monitor_offsets_topic_unstable_seconds",
                 "kafka_consumergroup_partition_lag_uncommitted", "rebalance_monitor_limit_hits_total",
                 "rebalance_monitor_live_poll_errors_total", "rebalance_monitor_unresolved_topic_ids_total",
-                "kafka_consumergroup_rebalancing_since_timestamp_seconds")
+                "kafka_consumergroup_rebalancing_since_timestamp_seconds", "kafka_consumergroup_member_epoch_lag",
+                "kafka_consumergroup_member_unreconciled_partitions",
+                "kafka_consumergroup_retention_deadline_timestamp_seconds")
 
 
 @dataclass
 class Scene:
-    prometheus: LocalPrometheus
+    prometheuses: dict[str, LocalPrometheus]  # major -> server, all scraping the one monitor
     monitor: Any
     groups: dict[str, str]  # role -> group name
     members: list[Member] = field(default_factory=list)
@@ -74,8 +79,15 @@ def alert_states(prometheus: LocalPrometheus, name: str) -> dict[str, str]:
     return {a["labels"].get("group", a["labels"].get("cluster", "")): a["state"] for a in prometheus.alerts(name)}
 
 
+def side_by_side(work: Path, targets: list[str], rules: Path) -> dict[str, LocalPrometheus]:
+    """One Prometheus of each major, scraping ``targets`` every second with ``rules``."""
+    return {major: LocalPrometheus(work / f"prometheus{major}", targets, rules=rules, scrape_interval="1s",
+                                   evaluation_interval="1s", binary=prometheus_tool("prometheus", major))
+            for major in PROMETHEUS_MAJORS}
+
+
 @pytest.fixture(scope="module")
-def scene(spark: Any, kafka_broker: LocalKafka, admin: Admin, prometheus_bin: str,
+def scene(spark: Any, kafka_broker: LocalKafka, admin: Admin,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     """The seeds' range and round-robin groups (two consumers, t0 and t1 with three partitions
     each) consuming steadily, a storm group, one monitor of their own, and Prometheus."""
@@ -87,13 +99,13 @@ def scene(spark: Any, kafka_broker: LocalKafka, admin: Admin, prometheus_bin: st
     groups = {role: f"prom-{role}-{suffix}" for role in ("range", "roundrobin", "storm")}
     monitor = start_monitor(spark, kafka_broker.bootstrap, work, "--cluster", CLUSTER,
                             "--include-groups", f"^prom-.*-{suffix}$")
-    prometheus = LocalPrometheus(work / "prometheus", [f"127.0.0.1:{monitor.metrics_port}"],
-                                 rules=fast_rules(work / "rules.yml", "10s", stall_seconds=STALL_SECONDS),
-                                 scrape_interval="1s", evaluation_interval="1s", binary=prometheus_bin)
+    prometheuses = side_by_side(work, [f"127.0.0.1:{monitor.metrics_port}"],
+                                fast_rules(work / "rules.yml", "10s", stall_seconds=STALL_SECONDS))
     producer = RateProducer(kafka_broker.bootstrap, topics, rate=20)
-    scene = Scene(prometheus, monitor, groups)
+    scene = Scene(prometheuses, monitor, groups)
     try:
-        prometheus.start()
+        for prometheus in prometheuses.values():
+            prometheus.start()
         producer.start()
         for assignor in ("range", "roundrobin"):
             group = groups[assignor]
@@ -110,23 +122,25 @@ def scene(spark: Any, kafka_broker: LocalKafka, admin: Admin, prometheus_bin: st
             if member.running:
                 member.crash()
         scene.stop_monitor()
-        prometheus.stop()
+        for prometheus in prometheuses.values():
+            prometheus.stop()
 
 
 def test_rebalance_storm_fires_and_steady_groups_stay_quiet(scene: Scene, kafka_broker: LocalKafka) -> None:
-    """A member joins and leaves the storm group in a loop until RebalanceStorm fires for it;
-    the groups consuming steadily never raise it, pending or firing."""
+    """A member joins and leaves the storm group in a loop until RebalanceStorm fires for it on
+    each Prometheus; the groups consuming steadily never raise it, pending or firing."""
     storm, topics = scene.groups["storm"], scene.members[-1].topics
-    wait(lambda: scene.prometheus.query(f'kafka_consumergroup_current_members{{group="{storm}"}}'), 120,
-         "Prometheus to scrape the storm group")
+    for prometheus in scene.prometheuses.values():
+        wait(lambda p=prometheus: p.query(f'kafka_consumergroup_current_members{{group="{storm}"}}'), 120,
+             "Prometheus to scrape the storm group")
     deadline = time.monotonic() + STORM_SECONDS
     cycle = 0
     increase = f'increase(kafka_consumergroup_rebalances_total{{group="{storm}"}}[10m])'
-    while alert_states(scene.prometheus, "RebalanceStorm").get(storm) != "firing":
+    while any(alert_states(p, "RebalanceStorm").get(storm) != "firing" for p in scene.prometheuses.values()):
         assert time.monotonic() < deadline, (
-            f"no firing RebalanceStorm for {storm} after {cycle} join/leave cycles; {increase}: "
-            f"{scene.prometheus.query(increase)}")
-        quiet = {g for g in alert_states(scene.prometheus, "RebalanceStorm") if g != storm}
+            f"no firing RebalanceStorm for {storm} on every Prometheus after {cycle} join/leave cycles; "
+            f"{increase}: {({m: p.query(increase) for m, p in scene.prometheuses.items()})}")
+        quiet = {(m, g) for m, p in scene.prometheuses.items() for g in alert_states(p, "RebalanceStorm") if g != storm}
         assert not quiet, f"RebalanceStorm raised for steadily consuming groups {quiet}"
         flapper = Member(kafka_broker.bootstrap, storm, topics, f"{storm}-flap{cycle}")
         scene.members.append(flapper)
@@ -134,23 +148,25 @@ def test_rebalance_storm_fires_and_steady_groups_stay_quiet(scene: Scene, kafka_
         flapper.leave()
         cycle += 1
     steady = {scene.groups["range"], scene.groups["roundrobin"]}
-    assert not steady & set(alert_states(scene.prometheus, "RebalanceStorm"))
-    # The page says why and who: the causes counted and the flapping clients by name.
-    [alert] = [a for a in scene.prometheus.alerts("RebalanceStorm") if a["labels"]["group"] == storm]
-    description = alert["annotations"]["description"]
-    assert "members_joined" in description and "members_left" in description, description
-    assert f"{storm}-flap" in description, description
+    for prometheus in scene.prometheuses.values():
+        assert not steady & set(alert_states(prometheus, "RebalanceStorm"))
+        # The page says why and who: the causes counted and the flapping clients by name.
+        [alert] = [a for a in prometheus.alerts("RebalanceStorm") if a["labels"]["group"] == storm]
+        description = alert["annotations"]["description"]
+        assert "members_joined" in description and "members_left" in description, description
+        assert f"{storm}-flap" in description, description
 
 
 def test_imbalance_fires_for_range_not_roundrobin(scene: Scene) -> None:
     """Range puts 4 of the 6 partitions on one consumer where 3 and 3 were possible."""
     rng, rr = scene.groups["range"], scene.groups["roundrobin"]
-    wait(lambda: alert_states(scene.prometheus, "AssignmentImbalance").get(rng) == "firing", 90,
-         f"AssignmentImbalance to fire for {rng}")
-    ratios = {r["metric"]["group"]: float(r["value"][1]) for r in scene.prometheus.query(
-        f'kafka_consumergroup_assignment_imbalance_ratio{{group=~"{rng}|{rr}"}}')}
-    assert ratios == {rng: pytest.approx(4 / 3), rr: 1.0}
-    assert rr not in alert_states(scene.prometheus, "AssignmentImbalance")
+    for major, prometheus in scene.prometheuses.items():
+        wait(lambda p=prometheus: alert_states(p, "AssignmentImbalance").get(rng) == "firing", 90,
+             f"AssignmentImbalance to fire for {rng} on Prometheus {major}")
+        ratios = {r["metric"]["group"]: float(r["value"][1]) for r in prometheus.query(
+            f'kafka_consumergroup_assignment_imbalance_ratio{{group=~"{rng}|{rr}"}}')}
+        assert ratios == {rng: pytest.approx(4 / 3), rr: 1.0}
+        assert rr not in alert_states(prometheus, "AssignmentImbalance")
 
 
 def test_every_dashboard_query_parses_and_returns_data(scene: Scene) -> None:
@@ -159,8 +175,9 @@ def test_every_dashboard_query_parses_and_returns_data(scene: Scene) -> None:
     expressions = dashboard_expressions(dashboard)
 
     def empty() -> list[str]:
-        return [f"{where}: {expr}" for where, expr in expressions
-                if not scene.prometheus.query(expr) and not any(m in expr for m in MAY_BE_EMPTY)]
+        return [f"Prometheus {major}, {where}: {expr}" for major, prometheus in scene.prometheuses.items()
+                for where, expr in expressions
+                if not prometheus.query(expr) and not any(m in expr for m in MAY_BE_EMPTY)]
 
     # Rates and derivatives need a minute of samples; give the last ones time to arrive.
     missing = empty()
@@ -183,21 +200,24 @@ def test_every_dashboard_metric_is_exported_by_the_job(scene: Scene) -> None:
 
 def stall_evidence(scene: Scene) -> str:
     """What the job and Prometheus saw lately, for a MonitorStalled that is wrong while the job runs."""
-    prometheus, query = scene.prometheus, scene.monitor.query
+    query = scene.monitor.query
     last = query.lastProgress
+    seen = "; ".join(
+        f"Prometheus {major}: up over 1m {prometheus.query('min_over_time(up[1m])')}, "
+        f"scrape durations max {prometheus.query('max_over_time(scrape_duration_seconds[1m])')}, "
+        f"gauge age {prometheus.query('time() - rebalance_monitor_last_batch_timestamp_seconds')}"
+        for major, prometheus in scene.prometheuses.items())
     return (f"gauge {time.time() - (scene.monitor.instruments.last_progress or 0):.1f}s old in the job, "
-            f"query status {query.status}, last batch {last and last.batchId} at {last and last.timestamp}; "
-            f"in Prometheus: up over 1m {prometheus.query('min_over_time(up[1m])')}, "
-            f"scrape durations max {prometheus.query('max_over_time(scrape_duration_seconds[1m])')}, "
-            f"gauge age {prometheus.query('time() - rebalance_monitor_last_batch_timestamp_seconds')}")
+            f"query status {query.status}, last batch {last and last.batchId} at {last and last.timestamp}; {seen}")
 
 
 def test_monitor_stalled_fires_when_the_job_stops(scene: Scene) -> None:
-    if CLUSTER in alert_states(scene.prometheus, "MonitorStalled"):
+    if any(CLUSTER in alert_states(p, "MonitorStalled") for p in scene.prometheuses.values()):
         pytest.fail(f"MonitorStalled while the job runs: {stall_evidence(scene)}")
     scene.stop_monitor()
-    wait(lambda: alert_states(scene.prometheus, "MonitorStalled").get(CLUSTER) == "firing", STALL_SECONDS + 100,
-         "MonitorStalled to fire after the job stopped")
+    for major, prometheus in scene.prometheuses.items():
+        wait(lambda p=prometheus: alert_states(p, "MonitorStalled").get(CLUSTER) == "firing", STALL_SECONDS + 100,
+             f"MonitorStalled to fire on Prometheus {major} after the job stopped")
 
 
 # ------------------------------------------------------------------------------ lag alerts, both granularities
@@ -208,8 +228,7 @@ HOUR_MS = 3_600_000  # the records behind the lagging groups: past both threshol
 
 @pytest.mark.parametrize("granularity", ["partition", "topic"])
 def test_lag_alerts_fire_at_both_granularities(granularity: str, spark: Any, kafka_broker: LocalKafka,
-                                               admin: Admin, members: list[Member], prometheus_bin: str,
-                                               tmp_path: Path) -> None:
+                                               admin: Admin, members: list[Member], tmp_path: Path) -> None:
     """Three groups parked on records written an hour ago, a monitor of their own at this
     granularity, and Prometheus with the shipped rules: both severities of the lag alert fire
     for a group whose consumers are all gone while its topic still receives records, and for a
@@ -230,30 +249,34 @@ def test_lag_alerts_fire_at_both_granularities(granularity: str, spark: Any, kaf
                                          process_delay_ms=600_000)]))
     monitor = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--cluster", CLUSTER,
                             "--include-groups", f"^lagalert-.*-{suffix}$", "--lag-granularity", granularity)
-    prometheus = LocalPrometheus(tmp_path / "prometheus", [f"127.0.0.1:{monitor.metrics_port}"],
-                                 rules=fast_rules(tmp_path / "rules.yml", "10s"),
-                                 scrape_interval="1s", evaluation_interval="1s")
+    prometheuses = side_by_side(tmp_path, [f"127.0.0.1:{monitor.metrics_port}"],
+                                fast_rules(tmp_path / "rules.yml", "10s"))
     producer = RateProducer(kafka_broker.bootstrap, [live], rate=5)
     try:
-        prometheus.start()
+        for prometheus in prometheuses.values():
+            prometheus.start()
         producer.start()
         expected = {(groups[role], topic, severity) for role, topic in (("gone", live), ("busy", idle))
                     for severity in ("warning", "critical")}
 
-        def firing() -> set[tuple[str, str, str]]:
+        def firing(prometheus: LocalPrometheus) -> set[tuple[str, str, str]]:
             return {(a["labels"]["group"], a["labels"]["topic"], a["labels"]["severity"])
                     for a in prometheus.alerts(LAG_ALERT) if a["state"] == "firing"}
 
-        try:
-            wait(lambda: firing() >= expected, 150, f"{LAG_ALERT} to fire at {granularity} granularity")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}: want {sorted(expected)}, firing {sorted(firing())}; lag in seconds: "
-                                 f"{prometheus.query('kafka_consumergroup_topic_max_lag_seconds')}") from None
-        raised = {a["labels"]["group"] for a in prometheus.alerts(LAG_ALERT)}
-        assert groups["abandoned"] not in raised, "an empty group on an idle topic raised the lag alert"
-        per_partition = prometheus.query(f'kafka_consumergroup_partition_lag_seconds{{cluster="{CLUSTER}"}}')
-        assert bool(per_partition) == (granularity == "partition"), per_partition
+        for major, prometheus in prometheuses.items():
+            try:
+                wait(lambda p=prometheus: firing(p) >= expected, 150,
+                     f"{LAG_ALERT} to fire at {granularity} granularity on Prometheus {major}")
+            except AssertionError as exc:
+                raise AssertionError(
+                    f"{exc}: want {sorted(expected)}, firing {sorted(firing(prometheus))}; lag in seconds: "
+                    f"{prometheus.query('kafka_consumergroup_topic_max_lag_seconds')}") from None
+            raised = {a["labels"]["group"] for a in prometheus.alerts(LAG_ALERT)}
+            assert groups["abandoned"] not in raised, "an empty group on an idle topic raised the lag alert"
+            per_partition = prometheus.query(f'kafka_consumergroup_partition_lag_seconds{{cluster="{CLUSTER}"}}')
+            assert bool(per_partition) == (granularity == "partition"), per_partition
     finally:
         producer.stop()
         monitor.stop()
-        prometheus.stop()
+        for prometheus in prometheuses.values():
+            prometheus.stop()
