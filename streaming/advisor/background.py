@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from streaming.advisor.assignors import AdvisorMember, Outcome, advise_members
+from streaming.lifecycle import PollingThread
 from streaming.protocol import CLASSIC, GroupSummary, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -65,14 +66,13 @@ def advisor_input(summary: GroupSummary, assignments: Mapping[str, Sequence[Topi
     return AdvisorInput(summary.generation, tuple(members))
 
 
-class AdvisorPass:
+class AdvisorPass(PollingThread):
     """Offers from the batch thread, evaluations on its own thread within a budget per pass; a
     component (see :mod:`streaming.lifecycle`)."""
 
-    name = "assignor-advisor"
-
     def __init__(self, publish: Publish, period_s: float = 5.0, budget_s: float = 1.0,
                  evaluate: Evaluate = advise_members, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__("assignor-advisor")
         self.publish = publish
         self.period_s = period_s
         self.budget_s = budget_s
@@ -83,8 +83,6 @@ class AdvisorPass:
         self._evaluated: dict[str, int] = {}  # group -> fingerprint of what was evaluated
         self._in_flight: str | None = None  # the group being evaluated
         self._superseded = False  # offered again or forgotten while evaluated: drop the result
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def offer(self, summary: GroupSummary, assignments: Mapping[str, Sequence[TopicPartition]] | None) -> None:
         """A group changed (batch thread): queue it if what the assignors would see changed."""
@@ -143,15 +141,5 @@ class AdvisorPass:
         return done
 
     def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
+        while not self._stopping.wait(self.period_s):
             self.run_pass()
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="assignor-advisor")
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from streaming.lag.tracker import LagTracker
+from streaming.lifecycle import PollingThread
 from streaming.live.health import HealthWindows
 from streaming.live.retention import LostRecords, margin
 from streaming.metrics import compat
@@ -111,18 +112,18 @@ def member_partitions(summary: GroupSummary, assignments: Mapping[str, Sequence[
     return owned
 
 
-class LagSeries:
-    """Lag series of every group, rendered into ``exporter``; a component (see :mod:`streaming.lifecycle`).
+class LagSeries(PollingThread):
+    """Lag series of every group, rendered into ``exporter``; a component (see :mod:`streaming.lifecycle`)
+    whose thread re-renders them as the poller's samples arrive.
 
     ``on_refresh`` callbacks run after each refresh with its time (the job's input lag reads
     the same log ends).
     """
 
-    name = "lag-series"
-
     def __init__(self, cluster: str, tracker: LagTracker, exporter: Exporter, per_partition: bool = True,
                  on_refresh: Sequence[Callable[[float], None]] = (), kafka_exporter: bool = False,
                  health: HealthWindows | None = None) -> None:
+        super().__init__("lag-series")
         self.cluster = cluster
         self.kafka_exporter = kafka_exporter  # also kafka_exporter's families (streaming.metrics.compat)
         self._names = (*LAG_NAMES, *(f.name for f in compat.LAG_FAMILIES)) if kafka_exporter else LAG_NAMES
@@ -145,8 +146,6 @@ class LagSeries:
         self._compat_topic_text = b""
         self._rendered_at = 0.0
         self._round: float | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._fetch_log_ends: Callable[[], bool | None] | None = None
         self._fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None
         self._last_commit: dict[str, float] = {}  # group -> when the job last saw it commit (epoch s)
@@ -337,26 +336,15 @@ class LagSeries:
         for callback in self._on_refresh:
             callback(now)
 
-    def _loop(self, period_s: float) -> None:
-        while not self._stop.wait(1.0):
+    def _run(self) -> None:
+        """Re-render after every poll round and at least every third of the staleness limit."""
+        period_s = max(1.0, self.lag.stale_after_s / 3)
+        while not self._stopping.wait(1.0):
             if self._batch_active.is_set():
                 continue
             now = time.time()
             if self.lag.last_round_at() != self._round or now - self._rendered_at >= period_s:
                 self.refresh(now)
-
-    def start(self) -> None:
-        """Re-render after every poll round and at least every third of the staleness limit."""
-        period = max(1.0, self.lag.stale_after_s / 3)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, args=(period,), daemon=True, name="lag-render")
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
 
     # -- scrape time ------------------------------------------------------------------
 
