@@ -16,7 +16,7 @@ import pytest
 
 from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus
-from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced
+from testbed.workload import Admin, Member, RateProducer, start_members, wait_balanced, wait_until
 from tests.conftest import prometheus_tool
 from tests.deploy.test_dashboard import DASHBOARD, VARIABLES, documented_series, expressions, metric_names
 from tests.support.monitor_helpers import start_monitor
@@ -80,6 +80,11 @@ def scene(request: pytest.FixtureRequest, spark: Any, kafka_broker: LocalKafka, 
         producer.start()
         members += start_members(Member(kafka_broker.bootstrap, group, topics, f"{group}-c{i}") for i in range(2))
         wait_balanced(members, [(t, p) for t in topics for p in range(3)])
+        # The flapping member's rebalances come after Prometheus holds the group's counters: increase()
+        # sees no rise in a series whose first sample is already its last value (a slow first batch
+        # under load once folded every rebalance before the first scrape).
+        wait_until(lambda: bool(server.query(f'kafka_consumergroup_rebalances_total{{group="{group}"}}')), 120,
+                   "Prometheus to scrape the group's rebalance counter")
         members += start_members([Member(kafka_broker.bootstrap, group, topics, f"{group}-flap")])
         members[-1].leave()
         yield Scene(server, granularity, started)
