@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,12 +23,17 @@ from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
 from streaming.protocol import BatchInput, BatchReport, BatchResult
 
+log = logging.getLogger(__name__)
+
 # Frozen objects are never scanned again, so garbage in a reference cycle that was frozen while
 # alive stays forever. The batch's own DataFrame is such a thing: it is alive when the batch's
 # survivors are frozen, and its py4j proxy caches bound methods that point back at it, so it kept
 # one Dataset per batch alive in the JVM (a soak's heap grew with every batch). Once in this many
 # batches, everything is unfrozen and collected in full.
 FULL_COLLECTION_BATCHES = 100
+# A batch slower than this is logged with where its time went (a whole test run once saw one
+# batch take over 20 s where the same batch alone takes under one).
+SLOW_BATCH_S = 10.0
 
 
 @contextlib.contextmanager
@@ -85,11 +91,19 @@ class BatchSink:
         batch = BatchInput.from_arrow(df.toArrow())
         collected = time.monotonic()
         self._batches += 1
-        with young_garbage_only(full=self._batches % FULL_COLLECTION_BATCHES == 0), self.publisher.batch():
+        full = self._batches % FULL_COLLECTION_BATCHES == 0
+        with young_garbage_only(full=full), self.publisher.batch():
             result = self.handle(batch, batch_id)
+            handled = time.monotonic()
+        done = time.monotonic()
         self.last_report = BatchReport(batch_id, batch.records, batch.errors + result.errors,
                                        len(result.changed | result.removed), len(result.events),
-                                       collected - started, time.monotonic() - collected)
+                                       collected - started, done - collected)
+        if done - started > SLOW_BATCH_S:
+            log.warning("batch %d took %.1f s: collect %.1f s (%d records), fold and publish %.1f s (%d groups), "
+                        "garbage collection %.1f s (%s)", batch_id, done - started, collected - started,
+                        sum(batch.records.values()), handled - collected, len(result.changed | result.removed),
+                        done - handled, "full" if full else "young only")
 
     def handle(self, batch: BatchInput, batch_id: int) -> BatchResult:
         """Fold one batch and publish it (apart from Spark, so tests can drive it with Arrow tables)."""

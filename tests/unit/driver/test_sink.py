@@ -132,3 +132,28 @@ def test_a_rerun_batch_that_reads_fewer_records_never_steps_counters_back(tmp_pa
     assert value(again, "kafka_consumergroup_rebalances_total", group="g") == 1  # the state's own 1 now
     again.handle(batch([generation("g", 4, {"m1": {"t": [0]}, "m2": {"t": [1]}})], 5), 3)
     assert value(again, "kafka_consumergroup_rebalances_total", group="g") == 2  # past the floor: counts again
+
+
+class ArrowFrame:
+    """What foreachBatch hands the sink, as far as the sink uses it."""
+
+    def __init__(self, table: object) -> None:
+        self.table = table
+
+    def toArrow(self) -> object:  # PySpark's name
+        return self.table
+
+
+def test_a_slow_batch_is_logged_with_where_its_time_went(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    sink = make_sink(tmp_path)
+    frame = ArrowFrame(run_task(kafka_batch([commit("g", "t", 0, 10), commit("g", "t", 1, 3)], first_offset=0,
+                                            time_ms=TS)))
+    sink(frame, 0)
+    assert not caplog.records  # quick: nothing said
+    monkeypatch.setattr("streaming.driver.sink.SLOW_BATCH_S", 0.0)
+    sink(frame, 1)
+    [record] = caplog.records
+    assert record.levelname == "WARNING" and record.getMessage().startswith("batch 1 took ")
+    assert "(2 records)" in record.getMessage() and "(1 groups)" in record.getMessage()
+    assert sink.last_report.batch_id == 1
