@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 # KAFKA_VERSION=3.9.2 make test runs the same suite against a 3.x broker.
 export KAFKA_VERSION
-# SPARK_VERSION=4.2.0 make test runs it on another supported Spark line: that line's pins
-# (deploy/python/spark-4.2.0.txt) over pyproject.toml's, in a virtualenv of its own (.venv-spark-4.2.0),
-# with the connector jars in build/jars/spark-4.2.0. Unset, it is deploy/jvm/pom.xml's spark.version,
+# SPARK_VERSION=4.0.0 make test runs it on another supported Spark line: that line's pins
+# (deploy/python/spark-4.0.0.txt) over pyproject.toml's, in a virtualenv of its own (.venv-spark-4.0.0),
+# with the connector jars in build/jars/spark-4.0.0. Unset, it is deploy/jvm/pom.xml's spark.version,
 # which pyproject.toml pins, in .venv.
 SPARK_DEFAULT := $(shell sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' deploy/jvm/pom.xml)
 SPARK_VERSION ?= $(SPARK_DEFAULT)

@@ -155,7 +155,7 @@ def job_log(path: Path) -> str:
     return "first errors:\n" + "\n".join(errors) + "\n...\n" + text[-2000:]
 
 
-@pytest.mark.parametrize("packages", [None, "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0"])
+@pytest.mark.parametrize("packages", [None, "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"])
 def test_spark_submit_wrapper(packages: str | None) -> None:
     """deploy/spark-submit's command line (spark-submit replaced by echo): the connector as
     local jars or as --packages, and a zip of the product without the test bed."""
