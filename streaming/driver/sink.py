@@ -96,14 +96,14 @@ class BatchSink:
             result = self.handle(batch, batch_id)
             handled = time.monotonic()
         done = time.monotonic()
-        self.last_report = BatchReport(batch_id, batch.records, batch.errors + result.errors,
-                                       len(result.changed | result.removed), len(result.events),
-                                       collected - started, done - collected)
+        groups = len(result.changed | result.removed)
+        self.last_report = BatchReport(batch_id, batch.records, batch.errors + result.errors, groups,
+                                       len(result.events), collected - started, done - collected)
         if done - started > SLOW_BATCH_S:
             log.warning("batch %d took %.1f s: collect %.1f s (%d records), fold and publish %.1f s (%d groups), "
                         "garbage collection %.1f s (%s)", batch_id, done - started, collected - started,
-                        sum(batch.records.values()), handled - collected, len(result.changed | result.removed),
-                        done - handled, "full" if full else "young only")
+                        sum(batch.records.values()), handled - collected, groups, done - handled,
+                        "full" if full else "young only")
 
     def handle(self, batch: BatchInput, batch_id: int) -> BatchResult:
         """Fold one batch and publish it (apart from Spark, so tests can drive it with Arrow tables)."""
