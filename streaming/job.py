@@ -37,10 +37,11 @@ from streaming.cluster.client import (
     secret_values,
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
+from streaming.driver.config import STOP_SECONDS
 from streaming.driver.health import Health
 from streaming.driver.progress import ProgressWatcher
 from streaming.driver.publish import build_publishing
-from streaming.driver.query import DRAIN_SECONDS, QueryRunner
+from streaming.driver.query import QueryRunner
 from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
 from streaming.driver.retry import RetryClock
 from streaming.jars import connector_jars
@@ -56,8 +57,6 @@ from streaming.options import JobOptions, parse_args
 
 log = logging.getLogger("rebalance_monitor")
 
-# The stop ends within STOP_SECONDS whatever hangs (a kill at any point leaves the checkpoint valid).
-STOP_SECONDS = 30
 
 
 class Monitor:
@@ -117,9 +116,8 @@ class Monitor:
         self.lifecycle.start()
         return self
 
-    def stop(self, drain_seconds: float = DRAIN_SECONDS) -> None:
-        """Stop every component in reverse order; the query drains its batch for up to ``drain_seconds``."""
-        self.runner.drain_seconds = drain_seconds
+    def stop(self) -> None:
+        """Stop every component in reverse order; the query drains its batch for up to --stop-drain-seconds."""
         self.lifecycle.stop()
 
     def restart_query(self) -> None:

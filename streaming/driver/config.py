@@ -9,6 +9,8 @@ from streaming.settings import Config, flag, not_negative, positive, setting
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
+# The stop ends within STOP_SECONDS whatever hangs (a kill at any point leaves the checkpoint valid).
+STOP_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,10 @@ class DriverConfig(Config):
         "group state is rebuilt from the beginning of the offsets topic, whose cleaner may have dropped the "
         "tombstones written meanwhile (default: the offsets topic's delete.retention.ms; 0: never rebuild)",
         type=float))
+    stop_drain_seconds: float = field(default=10.0, metadata=setting(
+        f"on SIGTERM or SIGINT, the micro-batch in flight gets this long to finish before it is cancelled (Spark "
+        f"runs it again on restart); below {STOP_SECONDS}, the whole stop's limit, and well inside the pod's "
+        f"terminationGracePeriodSeconds", type=float))
     ready_max_behind_records: int = field(default=10_000, metadata=setting(
         "/-/ready answers 200 once a batch since the query started ends at most this many records short of the "
         "offsets topic's log ends (or a trigger finds nothing new)", type=int))
@@ -51,6 +57,8 @@ class DriverConfig(Config):
                     *not_negative(self, "query_retry_seconds", "ready_max_behind_records")]
         if self.rebuild_after_seconds is not None and not self.rebuild_after_seconds >= 0:
             problems.append(f"{flag(self, 'rebuild_after_seconds')} must not be negative")
+        if not 0 <= self.stop_drain_seconds < STOP_SECONDS:
+            problems.append(f"{flag(self, 'stop_drain_seconds')} must be at least 0 and below {STOP_SECONDS}")
         problems += [f"{flag(self, 'spark_conf')} {item.partition('=')[0]!r}: expected KEY=VALUE"
                      for item in self.spark_conf if not item.partition("=")[0].strip() or "=" not in item]
         if self.log_level not in LOG_LEVELS:

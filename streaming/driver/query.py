@@ -32,10 +32,6 @@ from streaming.protocol import BatchReport
 
 log = logging.getLogger("rebalance_monitor")
 
-# SIGINT/SIGTERM: the batch in flight gets DRAIN_SECONDS to finish before it is cancelled (a kill at
-# any point leaves the checkpoint valid: tests/scenarios/test_faults.py kills the driver mid-batch).
-DRAIN_SECONDS = 10
-
 # Spark runs a regex that recurses once per character over a failed foreachBatch's error (see
 # short_errors); on a default thread stack it overflowed at 2,000 characters.
 MAX_ERROR_CHARS = 600
@@ -102,7 +98,7 @@ class QueryRunner:
         self.sink: BatchSink | None = None
         self.query: Any = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
-        self.drain_seconds: float = DRAIN_SECONDS
+        self.drain_seconds = options.driver.stop_drain_seconds
         # The checkpoint was set aside in this process: a Spark checkpoint without offsets starts at the
         # topic's beginning whatever --starting-offsets says (one with offsets ignores the option).
         self._from_beginning = False

@@ -419,19 +419,21 @@ def kill_worker_mid_batch(job: JobProcess, cluster: SparkCluster, rng: random.Ra
 
 
 def test_sigterm_during_a_large_catch_up_stops_within_30s(kafka_broker, admin: Admin, unique: str, tmp_path) -> None:
-    """SIGTERM to the driver while its first batch reads a 3,000,000-record backlog (longer than the
-    stop's 10 s drain): the batch is cancelled, Spark sees a stop (not a failure, no StackOverflowError
-    in its error regex), the job exits 0 within 30 s, and the checkpoint holds the planned batch
-    uncommitted, to be run again."""
+    """SIGTERM to the driver while its first batch reads a 3,000,000-record backlog, with a 1 s drain
+    (--stop-drain-seconds; the batch takes several times that even on a fast machine): the batch is
+    cancelled, Spark sees a stop (not a failure, no StackOverflowError in its error regex), the job
+    exits 0 within 30 s, and the checkpoint holds the planned batch uncommitted, to be run again."""
     topic = f"faults-backlog-{unique}"
     admin.create_topic(topic, 50)
-    # 3 M records: a quiet machine drains 1 M in about 9 s, inside the 2 s + 10 s before the cancel.
+    # 3 M records: a quiet machine drains 1 M in about 9 s (a fast one in 4 s), past the 1 s + 1 s
+    # before the cancel. With the default 10 s drain a fast machine finished the batch inside it.
     shape = Workload(groups=200, partitions=50, records=3_000_000, generation_every=500)
     produce(kafka_broker.bootstrap, topic, backlog(shape, int(time.time() * 1000)))
-    job = JobProcess(tmp_path / "job", kafka_broker.bootstrap, ["--topic", topic, "--master", "local[2]"]).start()
+    job = JobProcess(tmp_path / "job", kafka_broker.bootstrap,
+                     ["--topic", topic, "--master", "local[2]", "--stop-drain-seconds", "1"]).start()
     try:
         wait_until(lambda: batch_ids(job.checkpoint)[0] == 0 or not job.running, 120, "the catch-up batch")
-        time.sleep(2)  # into the batch: reading and decoding
+        time.sleep(1)  # into the batch: reading and decoding
         assert batch_ids(job.checkpoint) == (0, None), "the catch-up batch ended before the signal"
         took = job.stop(signal.SIGTERM, timeout=90)
     finally:

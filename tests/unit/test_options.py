@@ -43,6 +43,8 @@ def test_default_port_is_not_kafka_exporters() -> None:
     (["--dead-letter-max", "-1"], "--dead-letter-max must not be negative"),
     (["--query-retry-seconds", "-5"], "--query-retry-seconds must not be negative"),
     (["--metrics-port", "70000"], "--metrics-port must be 0-65535"),
+    (["--stop-drain-seconds", "30"], "--stop-drain-seconds must be at least 0 and below 30"),
+    (["--stop-drain-seconds", "-1"], "--stop-drain-seconds must be at least 0 and below 30"),
     (["--include-groups", "(?P<team>a)"], "Java names groups (?<name>...)"),
     (["--exclude-groups", "x\\Z"], "use \\z"),
     (["--lag-granularity", "group"], "invalid choice"),
