@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from streaming.advisor.background import AdvisorPass
 from streaming.driver.floors import CounterFloors
+from streaming.groups.offsets import CommittedOffsets
 from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.lag.tracker import LagTracker
 from streaming.live.config import DEFAULT_INTERVAL_S as LIVE_INTERVAL_S
@@ -64,7 +65,7 @@ class Publisher:
                 assignments: Mapping[str, Sequence[TopicPartition]] | None = None) -> None:
         """One group's series from its summary, committed offsets and members' partitions (by owner key)."""
         group = summary.group
-        committed = {tp: entry.offset for tp, entry in offsets.offsets.items()} if offsets else {}
+        committed = offsets.offsets.committed() if offsets else CommittedOffsets()
         shown, commits_total = self.floors.hold(summary, offsets.commits_total if offsets else 0)
         lines = group_lines(self.cluster, shown, committed, commits_total,
                             self.per_partition, self.member_mode, self.kafka_exporter)

@@ -19,9 +19,8 @@ deleted topic) is left out of the assignments: it is never shown or polled as if
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,6 +32,7 @@ from streaming.decode.folding import fold_record
 from streaming.groups.config import GroupsConfig
 from streaming.groups.fold import apply_record, drop_expired, learn_topic_names
 from streaming.groups.model import GroupSnapshot, referenced_topic_ids
+from streaming.groups.offsets import PartitionOffsets
 from streaming.groups.summary import summarize
 from streaming.protocol import BatchInput, BatchResult, ClusterFacts, DeadLetter, GroupSummary, TopicPartition
 
@@ -41,16 +41,11 @@ from streaming.protocol import BatchInput, BatchResult, ClusterFacts, DeadLetter
 _NAMES_NEEDED = (RecordType.CONSUMER_GROUP_METADATA, RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
 
 
-class CommittedOffset(NamedTuple):
-    offset: int
-    commit_timestamp_ms: int | None
-
-
-@dataclass
+@dataclass(slots=True)
 class GroupOffsets:
     """A group's committed offsets and how many commits it has written."""
 
-    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
     commits_total: int = 0
     last_commit_ms: int = 0
 
@@ -162,9 +157,9 @@ class GroupStage:
         columns = (commits.column(n).to_pylist() for n in ("group", "topic", "partition", "offset", "commit_timestamp"))
         for group, topic, partition, offset, commit_ts in zip(*columns, strict=True):
             if offset is None:
-                offsets[group].offsets.pop((topic, partition), None)
+                offsets[group].offsets.discard(topic, partition)
             else:
-                offsets[group].offsets[(topic, partition)] = CommittedOffset(offset, commit_ts)
+                offsets[group].offsets.set(topic, partition, offset, commit_ts)
 
     def _commit(self, result: BatchResult, group: str, tp: TopicPartition, offset: int | None,
                 commit_ts: int | None, record_ms: int | None, count: int) -> None:
@@ -173,9 +168,9 @@ class GroupStage:
         if entry is None:
             entry = self.offsets[group] = GroupOffsets()
         if offset is None:
-            entry.offsets.pop(tp, None)
+            entry.offsets.discard(*tp)
         else:
-            entry.offsets[tp] = CommittedOffset(offset, commit_ts)
+            entry.offsets.set(*tp, offset, commit_ts)
         entry.commits_total += count
         entry.last_commit_ms = max(entry.last_commit_ms, record_ms or 0)
         result.changed.add(group)
@@ -228,7 +223,7 @@ class GroupStage:
                                                       value))
             return
         offsets = self.offsets.get(group)
-        commit_times = _CommitTimes(offsets.offsets) if offsets is not None else None
+        commit_times = offsets.offsets.commit_times() if offsets is not None else None
         snapshot, session = self.snapshots.get(group), None
         if self.facts is not None and record.record_type in CONSUMER_GROUP_TYPES:
             session = self.facts.consumer_session_timeout_ms()
@@ -314,25 +309,6 @@ class GroupStage:
         self.members_dropped[group] = len(summary.members) - limit
         self._limit_hits["max_members_per_group"] += 1
         return replace(summary, members=tuple(sorted(summary.members, key=lambda m: m.member)[:limit]))
-
-
-class _CommitTimes(Mapping[TopicPartition, int]):
-    """A group's commit times by partition, read through its offsets without copying them."""
-
-    def __init__(self, offsets: dict[TopicPartition, CommittedOffset]) -> None:
-        self._offsets = offsets
-
-    def __getitem__(self, tp: TopicPartition) -> int:
-        entry = self._offsets[tp]
-        if entry.commit_timestamp_ms is None:
-            raise KeyError(tp)
-        return entry.commit_timestamp_ms
-
-    def __iter__(self) -> Iterator[TopicPartition]:
-        return (tp for tp, entry in self._offsets.items() if entry.commit_timestamp_ms is not None)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 def _dead_letters(table: pa.Table) -> list[DeadLetter]:

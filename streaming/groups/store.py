@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from streaming.groups.model import GroupSnapshot
-from streaming.groups.stage import CommittedOffset, GroupOffsets, GroupStage, StageLimits
+from streaming.groups.offsets import CommittedOffset
+from streaming.groups.stage import GroupOffsets, GroupStage, StageLimits
 from streaming.protocol import STAGE_SCHEMA, BatchInput, ClusterFacts
 
 GROUPS_SCHEMA = pa.schema([
@@ -235,9 +236,9 @@ def _load_snapshot(stage: GroupStage, path: Path) -> None:
                                                            OFFSETS_SCHEMA.names), strict=True):
         entry = stage.offsets.setdefault(group, GroupOffsets())
         if offset is None:
-            entry.offsets.pop((topic, partition), None)
+            entry.offsets.discard(topic, partition)
         else:
-            entry.offsets[(topic, partition)] = CommittedOffset(offset, commit_ts)
+            entry.offsets.set(topic, partition, offset, commit_ts)
     for group, removed, snapshot, commits_total, last_commit_ms in zip(
             *(groups.column(n).to_pylist() for n in GROUPS_SCHEMA.names), strict=True):
         if removed:

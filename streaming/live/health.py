@@ -89,7 +89,7 @@ class HealthWindows:
         self._lock = threading.Lock()
         self._samples: dict[str, deque[Sample]] = {}
         self._previous: dict[str, dict[TopicPartition, int]] = {}
-        self._rebalances: dict[str, tuple[int, deque[float]]] = {}
+        self._rebalances: dict[str, tuple[int, deque[float] | None]] = {}
         self._states: dict[str, str] = {}
 
     def record(self, group: str, committed: Mapping[TopicPartition, int], log_ends: Mapping[TopicPartition, int],
@@ -111,11 +111,15 @@ class HealthWindows:
     def rebalanced(self, group: str, rebalances_total: int, at_s: float) -> None:
         """The offsets topic's rebalance count for ``group``: an increase is a rebalance at ``at_s``."""
         with self._lock:
-            known, times = self._rebalances.get(group, (rebalances_total, deque()))
-            times.extend([at_s] * max(0, min(rebalances_total - known, 100)))
+            known, times = self._rebalances.get(group, (rebalances_total, None))
+            added = max(0, min(rebalances_total - known, 100))
+            if added:
+                times = times if times is not None else deque()
+                times.extend([at_s] * added)
             while times and times[0] < at_s - self.window_s:
                 times.popleft()
-            self._rebalances[group] = (rebalances_total, times)
+            # No deque for a group without a recent rebalance (most of them): an empty one is 600 bytes.
+            self._rebalances[group] = (rebalances_total, times or None)
 
     def state(self, group: str, state: str) -> None:
         with self._lock:
@@ -124,7 +128,7 @@ class HealthWindows:
     def verdict(self, group: str, now_s: float) -> tuple[str, str]:
         with self._lock:
             samples = list(self._samples.get(group, ()))
-            rebalances = list(self._rebalances.get(group, (0, ()))[1])
+            rebalances = list(self._rebalances.get(group, (0, None))[1] or ())
             state = self._states.get(group, "")
         return evaluate(samples, rebalances, state, now_s, self.window_s)
 

@@ -132,7 +132,7 @@ class LagSeries(PollingThread):
         self.per_partition = per_partition
         self._on_refresh = list(on_refresh)
         self._lock = threading.Lock()
-        self._offsets: dict[str, dict[TopicPartition, int]] = {}
+        self._offsets: dict[str, Mapping[TopicPartition, int]] = {}
         self._owned: dict[str, dict[MemberLabels, list[TopicPartition]]] = {}
         self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
         self._truncations: dict[str, dict[str, int]] = {}
@@ -226,7 +226,7 @@ class LagSeries(PollingThread):
             self._wanted_dirty = True
         return bool(found)
 
-    def _committed(self, group: str) -> dict[TopicPartition, int]:
+    def _committed(self, group: str) -> Mapping[TopicPartition, int]:
         """What the group's lag is computed from: the job's committed offsets, newer ones a scrape fetched
         in their place (the offsets topic remains the source of which partitions the group has)."""
         committed = self._offsets[group]
@@ -241,8 +241,9 @@ class LagSeries(PollingThread):
 
     def update(self, group: str, committed: Mapping[TopicPartition, int],
                owned: Mapping[MemberLabels, list[TopicPartition]], last_commit_s: float = 0.0) -> None:
-        """A group changed: keep what its lag is computed over and render its lag series."""
-        committed, owned = dict(committed), dict(owned)
+        """A group changed: keep what its lag is computed over and render its lag series. ``committed``
+        is kept as given (the publisher hands over a copy: :meth:`PartitionOffsets.committed`)."""
+        owned = dict(owned)
         with self._lock:
             if committed != self._offsets.get(group) or owned != self._owned.get(group):
                 self._wanted_dirty = True

@@ -8,7 +8,8 @@ import pytest
 from decoders import decode
 from streaming.decode.folding import fold_record
 from streaming.decode.stage import commit_segments, latest_commits, make_decoder
-from streaming.groups.stage import CommittedOffset, GroupStage
+from streaming.groups.offsets import CommittedOffset
+from streaming.groups.stage import GroupStage
 from streaming.protocol import STAGE_SCHEMA, BatchInput, OutputKind
 from tests.support.stage_records import commit, generation, kafka_batch
 

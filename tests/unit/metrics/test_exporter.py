@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from decoders.records import Record, Struct
 from streaming.driver.publish import Publisher, build_publishing
 from streaming.groups.fold import apply_record
-from streaming.groups.stage import CommittedOffset, GroupOffsets
+from streaming.groups.offsets import CommittedOffset, PartitionOffsets
+from streaming.groups.stage import GroupOffsets
 from streaming.groups.summary import summarize
 from streaming.lag.tracker import LagTracker, RecordTime
 from streaming.metrics.server import MetricsServer
@@ -53,8 +54,9 @@ def orders_summary():
     return summarize(snap, T0 + 61_000)
 
 
-ORDERS_OFFSETS = GroupOffsets({("t0", 0): CommittedOffset(150, T0), ("t0", 1): CommittedOffset(200, T0),
-                               ("t1", 0): CommittedOffset(5, T0)}, commits_total=5, last_commit_ms=T0)
+ORDERS_OFFSETS = GroupOffsets(PartitionOffsets({
+    ("t0", 0): CommittedOffset(150, T0), ("t0", 1): CommittedOffset(200, T0), ("t1", 0): CommittedOffset(5, T0),
+}), commits_total=5, last_commit_ms=T0)
 
 
 def kip848_summary():

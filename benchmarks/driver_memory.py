@@ -1,0 +1,131 @@
+"""Where the driver's memory goes per group: a W2-shaped backlog folded and published offline.
+
+``python -m benchmarks.driver_memory [GROUPS]`` (default 20,000 groups of 10 partitions, W2's shape)
+decodes the backlog in this process as the executors would, hands it to the sink as one batch,
+and prints what stays allocated per group (tracemalloc), by the line that allocated it. Beside it,
+in the same process, the committed offsets of the same groups held both ways: the columnar store
+(:mod:`streaming.groups.offsets`) and the dict of ``(topic, partition) -> (offset, time)`` tuples
+it replaced (the baseline), in bytes per partition, at W2's 10 and W1's 50 partitions per group.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+
+from benchmarks.synthetic import Workload, backlog
+from streaming.cluster.metadata import TopicNames
+from streaming.decode.stage import make_decoder
+from streaming.driver.publish import build_publishing
+from streaming.driver.sink import BatchSink
+from streaming.groups.config import GroupsConfig
+from streaming.groups.offsets import CommittedOffset, PartitionOffsets
+from streaming.groups.stage import GroupStage
+from streaming.groups.store import StateStore
+from streaming.lag.tracker import LagTracker
+from streaming.logs.dead_letters import DeadLetterLog
+from streaming.logs.events import EventLog
+from streaming.protocol import STAGE_SCHEMA, BatchInput
+
+ROOT = str(Path(__file__).resolve().parents[1]) + "/"
+
+
+def decoded_backlog(shape: Workload) -> BatchInput:
+    """The workload's records as one batch of stage rows (decoded here, as the executors would)."""
+    by_partition: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
+    for partition, key, value in backlog(shape, int(time.time() * 1000)):
+        by_partition[partition].append((key, value))
+    batches = [pa.RecordBatch.from_pydict({
+        "key": pa.array([k for k, _ in rows], pa.binary()), "value": pa.array([v for _, v in rows], pa.binary()),
+        "partition": pa.array([partition] * len(rows), pa.int32()),
+        "offset": pa.array(range(len(rows)), pa.int64()),
+        "timestamp": pa.array([(1_700_000_000_000 + i) * 1000 for i in range(len(rows))], pa.timestamp("us")),
+    }) for partition, rows in by_partition.items()]
+    return BatchInput.from_arrow(pa.Table.from_batches(list(make_decoder(1000)(iter(batches))), schema=STAGE_SCHEMA))
+
+
+def retained(build: Callable[[], object]) -> tuple[int, object]:
+    """Bytes ``build()``'s result holds, as tracemalloc counts them."""
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = build()
+    gc.collect()
+    size = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return size, kept
+
+
+def offsets_per_partition(groups: int, partitions: int) -> tuple[float, float]:
+    """Bytes per committed partition: (columnar store, dict of tuples), the same offsets."""
+    def columnar() -> object:
+        stores = []
+        for g in range(groups):
+            store, topic = PartitionOffsets(), f"bench-topic-{g}"
+            for p in range(partitions):
+                store.set(topic, p, 1_000_000 + p, 1_700_000_000_000 + p)
+            stores.append(store)
+        return stores
+
+    def tuples() -> object:
+        stores = []
+        for g in range(groups):
+            store: dict[tuple[str, int], CommittedOffset] = {}
+            topic = f"bench-topic-{g}"
+            for p in range(partitions):
+                store[(topic, p)] = CommittedOffset(1_000_000 + p, 1_700_000_000_000 + p)
+            stores.append(store)
+        return stores
+
+    topics = [f"bench-topic-{g}" for g in range(groups)]  # the names exist either way: not counted
+    ours, _ = retained(columnar)
+    baseline, _ = retained(tuples)
+    del topics
+    return ours / (groups * partitions), baseline / (groups * partitions)
+
+
+def fold_profile(groups: int, top: int = 15) -> None:
+    shape = Workload(groups=groups, partitions=10, records=groups * 11, generation_every=0)
+    batch = decoded_backlog(shape)
+    with tempfile.TemporaryDirectory() as tmp:
+        sink = BatchSink(GroupsConfig(), GroupStage(), StateStore(Path(tmp) / "state"),
+                         build_publishing("c", LagTracker()), EventLog(Path(tmp) / "events"),
+                         DeadLetterLog(Path(tmp) / "dead-letters", "__consumer_offsets", 10), TopicNames(lambda ids: {}))
+        gc.collect()
+        tracemalloc.start()
+        started = time.perf_counter()
+        sink.handle(batch, 0)
+        took = time.perf_counter() - started
+        del batch
+        gc.collect()
+        stats = tracemalloc.take_snapshot().statistics("lineno")
+        tracemalloc.stop()
+        total = sum(s.size for s in stats)
+        print(f"{groups:,} groups x 10 partitions folded and published in {took:.1f} s (traced); "
+              f"{total / 2**20:.0f} MiB stay allocated = {total / groups:,.0f} bytes per group")
+        print(f"{'bytes/group':>12} {'objects':>9}  allocated at")
+        for stat in stats[:top]:
+            frame = stat.traceback[0]
+            print(f"{stat.size / groups:12,.0f} {stat.count:9,}  {frame.filename.replace(ROOT, '')}:{frame.lineno}")
+        del sink
+
+
+def main(argv: list[str]) -> None:
+    groups = int(argv[0]) if argv else 20_000
+    for partitions in (10, 50):
+        ours, baseline = offsets_per_partition(groups // partitions * 10, partitions)
+        print(f"committed offsets, {partitions} partitions a group: {ours:.0f} bytes a partition columnar, "
+              f"{baseline:.0f} as a dict of tuples (baseline, same process): {baseline / ours:.1f}x")
+    fold_profile(groups)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
