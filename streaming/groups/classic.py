@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from sys import intern
 from typing import Any
 
 from streaming.groups.boundary import CompletedAssignment, When, advance_generation, boundary, metadata_arrives
-from streaming.groups.model import BoundaryMember, ClassicMember, ClassicState, GroupSnapshot, assignment_of, owners_of
+from streaming.groups.model import (
+    BoundaryMember,
+    ClassicMember,
+    ClassicState,
+    GroupSnapshot,
+    assignment_of,
+    intern_or_none,
+    owners_of,
+)
 from streaming.protocol import CLASSIC, RebalanceEvent, TopicPartition
 
 
@@ -26,8 +35,8 @@ def apply_classic(
     state_ts = value.get("currentStateTimestamp")
     new = ClassicState(
         generation=int(value.get("generation") or 0),
-        protocol_type=value.get("protocolType") or "",
-        protocol=value.get("protocol"),
+        protocol_type=intern(value.get("protocolType") or ""),
+        protocol=intern_or_none(value.get("protocol")),
         leader=value.get("leader"),
         state_timestamp_ms=state_ts if state_ts is not None and state_ts >= 0 else None,
         members=[_classic_member(m) for m in value.get("members") or ()],
@@ -64,10 +73,10 @@ def _classic_member(m: Mapping[str, Any]) -> ClassicMember:
     return ClassicMember(
         member_id=m.get("memberId") or "",
         instance_id=m.get("groupInstanceId"),
-        client_id=m.get("clientId") or "",
-        client_host=m.get("clientHost") or "",
+        client_id=intern(m.get("clientId") or ""),
+        client_host=intern(m.get("clientHost") or ""),
         session_timeout_ms=m.get("sessionTimeout"),
         rebalance_timeout_ms=m.get("rebalanceTimeout"),
-        subscribed_topics=sorted(subscription.get("topics") or ()) if subscription else [],
+        subscribed_topics=sorted(map(intern, subscription.get("topics") or ())) if subscription else [],
         assigned=assignment_of(assignment.get("assignedPartitions") if assignment else None, "topic"),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from sys import intern
 
 from decoders.records import Record, RecordType
 from streaming.groups.boundary import (
@@ -29,6 +30,7 @@ from streaming.groups.model import (
     GroupSnapshot,
     MemberMetadata,
     assignment_of,
+    intern_or_none,
     learn_topic,
     owners_of,
 )
@@ -65,12 +67,12 @@ def apply_consumer(
         state.member(key["memberId"]).metadata = MemberMetadata(
             instance_id=value.get("instanceId"),
             rack_id=value.get("rackId"),
-            client_id=value.get("clientId") or "",
-            client_host=value.get("clientHost") or "",
-            subscribed_topic_names=sorted(value.get("subscribedTopicNames") or ()),
+            client_id=intern(value.get("clientId") or ""),
+            client_host=intern(value.get("clientHost") or ""),
+            subscribed_topic_names=sorted(map(intern, value.get("subscribedTopicNames") or ())),
             subscribed_topic_regex=value.get("subscribedTopicRegex"),
             rebalance_timeout_ms=value.get("rebalanceTimeoutMs"),
-            server_assignor=value.get("serverAssignor"),
+            server_assignor=intern_or_none(value.get("serverAssignor")),
             # Absent, the tagged field decodes to Kafka's default (timeout 0).
             classic_session_timeout_ms=session or None,
         )

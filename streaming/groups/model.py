@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from sys import intern
 from typing import Any
 
 from decoders.schemas import ZERO_UUID
@@ -333,6 +334,12 @@ def referenced_topic_ids(snapshot: GroupSnapshot) -> set[str]:
     return ids
 
 
+def intern_or_none(text: str | None) -> str | None:
+    """Names that repeat across members, groups and generations (client ids, hosts, topics,
+    assignors) are held once, not once per decoded record."""
+    return None if text is None else intern(text)
+
+
 def assignment_of(entries: Iterable[Mapping[str, Any]] | None, topic_field: str) -> Assignment:
     """Topic → sorted partitions, merging duplicate topic entries, dropping empty ones."""
     merged: dict[str, set[int]] = {}
@@ -340,7 +347,7 @@ def assignment_of(entries: Iterable[Mapping[str, Any]] | None, topic_field: str)
         topic = entry.get(topic_field)
         partitions = entry.get("partitions") or ()
         if topic is not None and partitions:
-            merged.setdefault(topic, set()).update(int(p) for p in partitions)
+            merged.setdefault(intern(topic), set()).update(int(p) for p in partitions)
     return {topic: sorted(parts) for topic, parts in sorted(merged.items())}
 
 
