@@ -58,12 +58,22 @@ class _Columns:
             for partition in column[:len(column) // self.ROWS]:
                 yield topic, partition
 
-    def _rows(self) -> Iterator[tuple[str, array[int], int, int]]:
-        """(topic, its array, its partition count, the partition's index) for every partition."""
+    def _value(self, column: array[int], n: int, i: int) -> Any:
+        """The mapped value of the partition at index ``i`` of a topic's array of ``n`` partitions."""
+        raise NotImplementedError
+
+    def __getitem__(self, key: TopicPartition) -> Any:
+        column, n, i, found = self._find(key)
+        if column is None or not found:
+            raise KeyError(key)
+        return self._value(column, n, i)
+
+    def _items(self) -> Iterator[tuple[TopicPartition, Any]]:
+        """Items straight from the arrays (a mapping's default items search once per key)."""
         for topic, column in self._topics.items():
             n = len(column) // self.ROWS
             for i in range(n):
-                yield topic, column, n, i
+                yield (topic, column[i]), self._value(column, n, i)
 
     def nbytes(self) -> int:
         """Bytes held: the mapping, its dict and its arrays (the topic names are shared)."""
@@ -82,10 +92,7 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
         if offsets:
             self.update(offsets)
 
-    def __getitem__(self, key: TopicPartition) -> CommittedOffset:
-        column, n, i, found = self._find(key)
-        if column is None or not found:
-            raise KeyError(key)
+    def _value(self, column: array[int], n: int, i: int) -> CommittedOffset:
         at = column[2 * n + i]
         return CommittedOffset(column[n + i], None if at == NO_TIME else at)
 
@@ -125,11 +132,6 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
     def items(self) -> ItemsView[TopicPartition, CommittedOffset]:
         return _Items(self)
 
-    def _items(self) -> Iterator[tuple[TopicPartition, CommittedOffset]]:
-        for topic, column, n, i in self._rows():
-            at = column[2 * n + i]
-            yield (topic, column[i]), CommittedOffset(column[n + i], None if at == NO_TIME else at)
-
     def committed(self) -> CommittedOffsets:
         """The offsets alone, copied: what lag is computed over, safe to read from another thread."""
         copy = CommittedOffsets()
@@ -141,12 +143,12 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
         return CommitTimes(self)
 
 
-class _Items(ItemsView[TopicPartition, CommittedOffset]):
+class _Items(ItemsView[TopicPartition, Any]):
     """Items straight from the arrays (the default would search once per key)."""
 
-    _mapping: PartitionOffsets
+    _mapping: _Columns
 
-    def __iter__(self) -> Iterator[tuple[TopicPartition, CommittedOffset]]:
+    def __iter__(self) -> Iterator[tuple[TopicPartition, Any]]:
         return self._mapping._items()
 
 
@@ -156,11 +158,11 @@ class CommittedOffsets(_Columns, Mapping[TopicPartition, int]):
     __slots__ = ()
     ROWS = 2
 
-    def __getitem__(self, key: TopicPartition) -> int:
-        column, n, i, found = self._find(key)
-        if column is None or not found:
-            raise KeyError(key)
+    def _value(self, column: array[int], n: int, i: int) -> int:
         return column[n + i]
+
+    def items(self) -> ItemsView[TopicPartition, int]:
+        return _Items(self)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CommittedOffsets):
