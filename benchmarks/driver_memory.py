@@ -98,7 +98,8 @@ def fold_profile(groups: int, top: int = 15) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sink = BatchSink(GroupsConfig(), GroupStage(), StateStore(Path(tmp) / "state"),
                          build_publishing("c", LagTracker()), EventLog(Path(tmp) / "events"),
-                         DeadLetterLog(Path(tmp) / "dead-letters", "__consumer_offsets", 10), TopicNames(lambda ids: {}))
+                         DeadLetterLog(Path(tmp) / "dead-letters", "__consumer_offsets", 10),
+                         TopicNames(lambda ids: {}))
         gc.collect()
         tracemalloc.start()
         started = time.perf_counter()
