@@ -98,7 +98,6 @@ class QueryRunner:
         self.sink: BatchSink | None = None
         self.query: Any = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
-        self.drain_seconds = options.driver.stop_drain_seconds
         # The checkpoint was set aside in this process: a Spark checkpoint without offsets starts at the
         # topic's beginning whatever --starting-offsets says (one with offsets ignores the option).
         self._from_beginning = False
@@ -179,14 +178,14 @@ class QueryRunner:
         return None if progress is None else progress["batchId"]
 
     def stop(self) -> None:
-        """Stop between micro-batches if the one in flight ends within ``drain_seconds``, else cancel
+        """Stop between micro-batches if the one in flight ends within --stop-drain-seconds, else cancel
         it (Spark runs it again on restart). The JVM may have gone first (it got the signal too)."""
         from py4j.protocol import Py4JError
 
         try:
             if self.query is not None:
                 in_flight = self._last_batch_id()
-                deadline = time.monotonic() + self.drain_seconds
+                deadline = time.monotonic() + self.options.driver.stop_drain_seconds
                 while (self.query.isActive and self.query.status["isTriggerActive"]
                        and self._last_batch_id() == in_flight and time.monotonic() < deadline):
                     time.sleep(0.1)

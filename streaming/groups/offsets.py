@@ -68,6 +68,9 @@ class _Columns:
             raise KeyError(key)
         return self._value(column, n, i)
 
+    def items(self) -> ItemsView[TopicPartition, Any]:
+        return _Items(self)
+
     def _items(self) -> Iterator[tuple[TopicPartition, Any]]:
         """Items straight from the arrays (a mapping's default items search once per key)."""
         for topic, column in self._topics.items():
@@ -129,9 +132,6 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
             del self._topics[topic]
         return True
 
-    def items(self) -> ItemsView[TopicPartition, CommittedOffset]:
-        return _Items(self)
-
     def committed(self) -> CommittedOffsets:
         """The offsets alone, copied: what lag is computed over, safe to read from another thread."""
         copy = CommittedOffsets()
@@ -144,7 +144,6 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
 
 
 class _Items(ItemsView[TopicPartition, Any]):
-    """Items straight from the arrays (the default would search once per key)."""
 
     _mapping: _Columns
 
@@ -160,9 +159,6 @@ class CommittedOffsets(_Columns, Mapping[TopicPartition, int]):
 
     def _value(self, column: array[int], n: int, i: int) -> int:
         return column[n + i]
-
-    def items(self) -> ItemsView[TopicPartition, int]:
-        return _Items(self)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CommittedOffsets):
