@@ -192,6 +192,8 @@ class LagSeries(PollingThread):
         with self._freshen_lock:  # concurrent scrapes share one round
             last = self.lag.last_round_at()
             if last is not None and time.time() - last <= self._max_age_s and not self._overtaken_since_fetch:
+                if last != self._round:  # a poll round just ended: render its samples, not the older ones
+                    self.refresh()
                 return
             started = time.monotonic()
             self._overtaken_since_fetch = False

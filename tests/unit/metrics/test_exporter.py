@@ -488,3 +488,24 @@ def test_scrapes_stop_fetching_while_the_cluster_is_unreachable():
     time.sleep(0.1)  # and its sample is older than max_age_s again
     publisher.lag.freshen()
     assert len(calls) == 2
+
+
+def test_a_scrape_right_after_a_poll_round_shows_that_rounds_log_ends():
+    """A poll round that ended just before a scrape is fresh enough not to fetch again, but the lag text
+    must be rendered from it, not from the samples the background refresh last rendered."""
+    publisher, _ = make_exporter()
+    tracker = publisher.lag.lag
+    fetches: list[float] = []
+    publisher.lag.refresh_on_scrape(lambda: bool(fetches.append(time.time())) or True, max_age_s=5.0)
+    publisher.exporter.add_before_render(publisher.lag.freshen)  # as the job wires a scrape
+    now = time.time()
+    tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 205)}, now)  # nothing overtaken: no reason to fetch
+    tracker.record_round(now, {})
+    publisher.lag.refresh(now)
+    p0 = {"group": "orders", "topic": "t0", "partition": 0}
+    assert value(scrape(publisher)[0], "kafka_consumergroup_partition_lag", **p0) == 50
+    fetches.clear()  # that scrape fetched once: make_exporter's sample had left t0/1 overtaken
+    tracker.record_offsets({("t0", 0): (0, 470)}, now + 0.01)  # the poller's next round, not rendered yet
+    tracker.record_round(now + 0.01, {})
+    assert value(scrape(publisher)[0], "kafka_consumergroup_partition_lag", **p0) == 320
+    assert not fetches  # fresh enough: rendered, not fetched again
