@@ -13,6 +13,7 @@ import gzip
 import json
 import logging
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -20,11 +21,12 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fresh_job import child_pids, rss_bytes, run_fresh
+from benchmarks.fresh_job import Run, child_pids, rss_bytes, run_fresh
 from benchmarks.synthetic import W1, W1_5M, W2, Workload, backlog, group_metadata, produce
 from decoders import coordinator_partition, decode
 from streaming.decode.source import FETCH_OPTIONS
@@ -244,10 +246,10 @@ def run_backlog(report: Report, spark: Any, broker: LocalKafka, name: str, workl
 
 
 def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: Workload, workdir: Path,
-                      repeats: int, baselines: bool, driver_memory: str = "") -> None:
+                      repeats: int, baselines: bool, driver_memory: str = "", variants: Sequence[str] = ("",)) -> None:
     """The job as an operator starts it, ``repeats`` fresh processes on one backlog: seconds from process
     start until /metrics counts every record and shows every group, beside Kafka's own consumer reading
-    the same topic in the same run."""
+    the same topic in the same run. Each of ``variants`` (extra job arguments) runs ``repeats`` times."""
     bootstrap, topic = broker.bootstrap, f"bench-fresh-{name}"
     admin = Admin(bootstrap)
     admin.create_topic(topic, workload.topic_partitions)
@@ -259,17 +261,26 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
         report.add(Figure(f"fresh-{name} baseline: Kafka ConsumerPerformance reads the topic", sent / ceiling, "s",
                           baseline=f"{ceiling:,.0f} rec/s"))
     granularity = "topic" if workload is W2 else "partition"
-    runs = []
-    for i in range(repeats):
-        run_dir = workdir / f"fresh-{name}-{i}"
-        run_dir.mkdir(parents=True)
-        env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {driver_memory} pyspark-shell"} if driver_memory else None
-        runs.append(run_fresh(bootstrap, topic, sent, workload.groups, run_dir, "--lag-granularity", granularity,
-                              env=env))
-        print(f"  run {i + 1}: {runs[-1].seconds:.1f}s, first answer {runs[-1].first_answer:.1f}s, peak RSS "
-              f"{runs[-1].peak_rss / 2**30:.2f} GiB, {runs[-1].cpu_seconds:.0f} CPU-s", flush=True)
+    runs: dict[str, list[Run]] = {variant: [] for variant in variants}
+    for i in range(repeats):  # the variants alternate, so the machine's drift falls on each alike
+        for v, variant in enumerate(variants):
+            run_dir = workdir / f"fresh-{name}-{i}-{v}"
+            run_dir.mkdir(parents=True)
+            env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {driver_memory} pyspark-shell"} if driver_memory else None
+            run = run_fresh(bootstrap, topic, sent, workload.groups, run_dir, "--lag-granularity", granularity,
+                            *shlex.split(variant), env=env)
+            runs[variant].append(run)
+            print(f"  run {i + 1}{f' [{variant}]' if variant else ''}: {run.seconds:.1f}s, first answer "
+                  f"{run.first_answer:.1f}s, peak RSS {run.peak_rss / 2**30:.2f} GiB, {run.cpu_seconds:.0f} CPU-s",
+                  flush=True)
+    for variant, variant_runs in runs.items():
+        _report_fresh(report, f"fresh-{name} job ({granularity}{f', {variant}' if variant else ''}, median of "
+                      f"{repeats})", workload, variant_runs, sent, ceiling)
+
+
+def _report_fresh(report: Report, label: str, workload: Workload, runs: list[Run], sent: int,
+                  ceiling: float | None) -> None:
     target_s, target_gib = (30.0, 2.0) if workload is W2 else (10.0, 1.25)
-    label = f"fresh-{name} job ({granularity}, median of {repeats})"
     seconds = statistics.median(r.seconds for r in runs)
     report.add(Figure(f"{label}: process start to every record and group shown", seconds, "s", f"≤ {target_s:.0f} s",
                       "runs " + ", ".join(f"{r.seconds:.1f}" for r in runs)
@@ -278,7 +289,7 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
     report.add(Figure(f"{label}: first /metrics with a group", statistics.median(r.first_answer for r in runs), "s"))
     peak = statistics.median(r.peak_rss for r in runs) / 2**30
     report.add(Figure(f"{label}: peak RSS of the process tree", peak, "GiB", f"≤ {target_gib} GiB",
-                      met=peak <= target_gib))
+                      "runs " + ", ".join(f"{r.peak_rss / 2**30:.2f}" for r in runs), met=peak <= target_gib))
     report.add(Figure(f"{label}: CPU seconds of the process tree", statistics.median(r.cpu_seconds for r in runs),
                       "s"))
     report.add(Figure(f"{label}: /metrics scrape", statistics.median(r.scrape_seconds for r in runs), "s",
@@ -384,6 +395,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fresh-repeats", type=int, default=3)
     parser.add_argument("--fresh-driver-memory", default="",
                         help="the fresh jobs' --driver-memory (as deploy/k8s sets it); default Spark's 1g")
+    parser.add_argument("--fresh-job-args", action="append", metavar="ARGS",
+                        help="extra arguments of the fresh jobs; given more than once, each is a variant run in "
+                             "turn with the others (\"\" is the job as shipped)")
     parser.add_argument("--steady-seconds", type=float, default=180)
     parser.add_argument("--steady-rates", default="5000,20000,50000,100000")
     parser.add_argument("--probes", type=int, default=20)
@@ -407,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
                 if name.startswith("fresh-"):
                     base = name.removeprefix("fresh-")
                     run_fresh_backlog(report, broker, base, WORKLOADS[base], workdir, args.fresh_repeats,
-                                      not args.no_baselines, args.fresh_driver_memory)
+                                      not args.no_baselines, args.fresh_driver_memory, args.fresh_job_args or [""])
                 elif name == "steady":
                     run_steady(report, spark, broker, workdir, [int(r) for r in args.steady_rates.split(",")],
                                args.steady_seconds, args.probes)
