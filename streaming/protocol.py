@@ -337,6 +337,8 @@ class BatchResult:
 
     events: list[RebalanceEvent] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
+    # Of ``changed``, the groups a group record was folded for; the others changed by commits alone.
+    folded: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
     errors: Counter[str] = field(default_factory=Counter)
     undecodable: Counter[int] = field(default_factory=Counter)  # of ``errors``, by record type

@@ -62,6 +62,16 @@ class CounterFloors:
             dict(summary.departures), summary.rebalance_durations, summary.rebalance_duration_sum_ms, commits_total)
         return summary, commits_total
 
+    def hold_commits(self, group: str, commits_total: int) -> int | None:
+        """``commits_total`` at least what was last published for ``group``; None if nothing was (a whole
+        :meth:`hold` comes first)."""
+        before = self._shown.get(group)
+        if before is None:
+            return None
+        if commits_total > before.commits:
+            self._shown[group] = replace(before, commits=commits_total)
+        return max(commits_total, before.commits)
+
     def forget(self, group: str) -> None:
         self._shown.pop(group, None)
 

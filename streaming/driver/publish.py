@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from streaming.advisor.background import AdvisorPass
 from streaming.driver.floors import CounterFloors
+from streaming.groups.boundary import CHURN_WINDOW_MS
+from streaming.groups.model import referenced_topic_ids
 from streaming.groups.offsets import CommittedOffsets
 from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.lag.tracker import LagTracker
@@ -29,8 +31,10 @@ from streaming.metrics.groups import (
     GROUP_FAMILIES,
     GROUP_NAMES,
     OFFSET_FAMILIES,
+    OFFSET_NAMES,
     advice_lines,
     group_lines,
+    offset_lines,
 )
 from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.lag import LAG_FAMILIES, LagSeries, member_partitions
@@ -56,10 +60,38 @@ class Publisher:
         # A live observation older than three polls (two missed) no longer wins over the offsets topic.
         self.states = StateView(LiveStates(), self._put_state, 3 * live_poll_seconds if live_poll_seconds > 0 else 0.0)
         self.floors = CounterFloors()
+        self._churning: set[str] = set()  # groups whose last whole publish showed member churn
 
     def update(self, stage: GroupStage, group: str, now_ms: int) -> None:
         """Re-render one group's series from the stage's summary, committed offsets and assignments."""
         self.publish(stage.summary(group, now_ms), stage.offsets.get(group), stage.assignments(group))
+
+    def update_offsets(self, stage: GroupStage, group: str, now_ms: int) -> None:
+        """A group changed by commits alone: only the series commits move (its offsets, commit count, lag) are
+        rendered again. The rest show what the last whole publish rendered, which is what a summary taken now
+        would show, but where time or the cluster moves them (see :meth:`_may_move`): such a group goes the
+        whole way."""
+        offsets = stage.offsets.get(group)
+        commits_total = None if offsets is None or self._may_move(stage, group, now_ms) else \
+            self.floors.hold_commits(group, offsets.commits_total)
+        if offsets is None or commits_total is None:
+            self.update(stage, group, now_ms)
+            return
+        committed = offsets.offsets.committed()
+        self.exporter.put(group, offset_lines(self.cluster, group, committed, commits_total, self.per_partition),
+                          OFFSET_NAMES)
+        self.lag.update(group, committed, None, offsets.last_commit_ms / 1000)
+
+    def _may_move(self, stage: GroupStage, group: str, now_ms: int) -> bool:
+        """Member churn was shown at the last publish or a member change is inside its window now (the window
+        slides), or a KIP-848 topic id has no name yet (the cluster may know it by now)."""
+        snapshot = stage.snapshots.get(group)
+        if group in self._churning:
+            return True
+        if snapshot is None:
+            return False
+        return any(t > now_ms - CHURN_WINDOW_MS for t, _, _ in snapshot.churn) or (
+            snapshot.consumer is not None and bool(referenced_topic_ids(snapshot) - snapshot.topic_names.keys()))
 
     def publish(self, summary: GroupSummary, offsets: GroupOffsets | None,
                 assignments: Mapping[str, Sequence[TopicPartition]] | None = None) -> None:
@@ -67,6 +99,10 @@ class Publisher:
         group = summary.group
         committed = offsets.offsets.committed() if offsets else CommittedOffsets()
         shown, commits_total = self.floors.hold(summary, offsets.commits_total if offsets else 0)
+        if shown.member_churn:
+            self._churning.add(group)
+        else:
+            self._churning.discard(group)
         lines = group_lines(self.cluster, shown, committed, commits_total,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
@@ -83,6 +119,7 @@ class Publisher:
         self.states.forget(group)
         self.exporter.remove(group)
         self.floors.forget(group)
+        self._churning.discard(group)
         if self.advisor is not None:
             self.advisor.forget(group)
 

@@ -125,7 +125,10 @@ class BatchSink:
         instruments.count_decode_errors(batch.errors + result.errors)
         now_ms = int(time.time() * 1000)
         for group in sorted(result.changed):
-            self.publisher.update(self.stage, group, now_ms)
+            if group in result.folded:
+                self.publisher.update(self.stage, group, now_ms)
+            else:
+                self.publisher.update_offsets(self.stage, group, now_ms)
         for group in result.removed:
             self.publisher.remove(group)
         instruments.count_limits(self.stage.take_limit_hits(), self.stage.groups_dropped,

@@ -236,6 +236,7 @@ class GroupStage:
             self.snapshots[group] = snapshot
         result.events.extend(events)
         result.changed.add(group)
+        result.folded.add(group)
 
     def _alive(self, group: str) -> bool:
         snapshot = self.snapshots.get(group)
@@ -254,6 +255,7 @@ class GroupStage:
         self.offsets.pop(group, None)
         self.members_dropped.pop(group, None)
         result.changed.discard(group)
+        result.folded.discard(group)
         result.removed.add(group)
 
     def expire(self, now_ms: int, ttl_ms: int) -> BatchResult:

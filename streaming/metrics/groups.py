@@ -84,19 +84,29 @@ OFFSET_FAMILIES = (
 _F = {f.name: f for f in (*GROUP_FAMILIES, *OFFSET_FAMILIES)}
 # What one group_lines call covers: every family it can write, so a series it no longer writes goes.
 GROUP_NAMES = tuple(_F)
+# What one offset_lines call covers.
+OFFSET_NAMES = ("kafka_consumergroup_offset_commits_total", "kafka_consumergroup_committed_offset")
 
 
 def group_lines(cluster: str, summary: GroupSummary, committed: Mapping[TopicPartition, int], commits_total: int,
                 per_partition: bool, member_mode: str = "client", kafka_exporter: bool = False) -> Lines:
     """The group's summary series and, at partition granularity, its committed offsets (and, with
     ``kafka_exporter``, kafka_exporter's member count)."""
-    lines = Lines(cluster)
-    _summary_lines(lines, summary, commits_total, member_mode)
+    lines = offset_lines(cluster, summary.group, committed, commits_total, per_partition)
+    _summary_lines(lines, summary, member_mode)
     if kafka_exporter:
         compat.members_lines(lines, summary.group, summary.member_count)
+    return lines
+
+
+def offset_lines(cluster: str, group: str, committed: Mapping[TopicPartition, int], commits_total: int,
+                 per_partition: bool) -> Lines:
+    """The group's series that commits alone move (:data:`OFFSET_NAMES`): its commit count and, at partition
+    granularity, its committed offsets."""
+    lines = Lines(cluster)
+    lines.add_text(_F["kafka_consumergroup_offset_commits_total"], f'group="{escape(group)}"', commits_total)
     if per_partition:
-        lines.add_many(_F["kafka_consumergroup_committed_offset"], (("group", summary.group),),
-                       sorted(committed.items()))
+        lines.add_many(_F["kafka_consumergroup_committed_offset"], (("group", group),), sorted(committed.items()))
     return lines
 
 
@@ -108,7 +118,7 @@ def advice_lines(cluster: str, group: str, ratios: Mapping[str, float] | None) -
     return lines
 
 
-def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int, member_mode: str) -> None:
+def _summary_lines(lines: Lines, s: GroupSummary, member_mode: str) -> None:
     g = f'group="{escape(s.group)}"'  # every line's first label, escaped once
     add = lines.add_text
     if s.generation is not None:
@@ -138,7 +148,6 @@ def _summary_lines(lines: Lines, s: GroupSummary, commits_total: int, member_mod
     if s.imbalance_ratio is not None:
         add(_F["kafka_consumergroup_assignment_imbalance_ratio"], g, s.imbalance_ratio)
     add(_F["kafka_consumergroup_partitions_moved_total"], g, s.partitions_moved_total)
-    add(_F["kafka_consumergroup_offset_commits_total"], g, commits_total)
     add(_F["kafka_consumergroup_empty_transitions_total"], g, s.empty_transitions_total)
     add(_F["kafka_consumergroup_recreations_total"], g, s.recreations_total)
     add(_F["kafka_consumergroup_generations_advanced_total"], g, s.generations_advanced_total)

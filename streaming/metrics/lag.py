@@ -242,11 +242,12 @@ class LagSeries(PollingThread):
         self._on_refresh.append(callback)
 
     def update(self, group: str, committed: Mapping[TopicPartition, int],
-               owned: Mapping[MemberLabels, list[TopicPartition]], last_commit_s: float = 0.0) -> None:
+               owned: Mapping[MemberLabels, list[TopicPartition]] | None, last_commit_s: float = 0.0) -> None:
         """A group changed: keep what its lag is computed over and render its lag series. ``committed``
-        is kept as given (the publisher hands over a copy: :meth:`PartitionOffsets.committed`)."""
-        owned = dict(owned)
+        is kept as given (the publisher hands over a copy: :meth:`PartitionOffsets.committed`); ``owned``
+        None keeps the members' partitions as they were (the group changed by commits alone)."""
         with self._lock:
+            owned = self._owned.get(group, {}) if owned is None else dict(owned)
             if committed != self._offsets.get(group) or owned != self._owned.get(group):
                 self._wanted_dirty = True
             self._offsets[group] = committed

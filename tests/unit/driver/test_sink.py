@@ -157,3 +157,53 @@ def test_a_slow_batch_is_logged_with_where_its_time_went(tmp_path: Path, monkeyp
     assert record.levelname == "WARNING" and record.getMessage().startswith("batch 1 took ")
     assert "(2 records)" in record.getMessage() and "(1 groups)" in record.getMessage()
     assert sink.last_report.batch_id == 1
+
+
+def _group_series(sink: BatchSink) -> dict[tuple[str, frozenset], float]:
+    """The group series but ages (lag in seconds: as old as the scrape); times read when a sink first saw a group
+    (a state's start without records telling it) to the second, the two sinks handle a batch moments apart."""
+    return {key: round(v) if key[0].endswith("timestamp_seconds") else v for key, v in series(sink).items()
+            if key[0].startswith("kafka_") and "lag_seconds" not in key[0]}
+
+
+def test_groups_changed_by_commits_alone_show_what_a_whole_publish_would(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits alone re-render only the offset series and lag; every series must read as if the group had
+    been summarized and rendered whole, and only the groups whose other series may move are."""
+    now = int(time.time() * 1000)
+    recent, old = now - 60_000, TS  # a member change inside the churn window, one long before it
+    batches = [
+        [generation("quiet", 1, {"a": {"t": [0, 1]}, "b": {"t": [2]}}, old),
+         generation("churning", 1, {"a": {"u": [0]}}, recent), generation("churning", 2, {"a": {"u": [0]},
+                                                                                          "b": {"u": [1]}}, recent),
+         commit("quiet", "t", 0, 5), commit("quiet", "t", 1, 6), commit("churning", "u", 0, 1)],
+        [commit("quiet", "t", 0, 9), commit("quiet", "t", 2, 3), commit("churning", "u", 1, 4),
+         commit("offsets-only", "t", 0, 2)],
+        [commit("quiet", "t", 1, None), commit("quiet", "t", 0, 12), commit("offsets-only", "t", 0, 3)],
+        [generation("quiet", 2, {"a": {"t": [0]}, "b": {"t": [1, 2]}}, old), commit("quiet", "t", 2, 8)],
+        [commit("quiet", "t", 2, 11), commit("churning", "u", 0, 7)],
+    ]
+    fast, whole = make_sink(tmp_path / "fast"), make_sink(tmp_path / "whole")
+    monkeypatch.setattr(whole.publisher, "update_offsets", whole.publisher.update)
+    summarized: list[str] = []
+    summary = fast.stage.summary
+    monkeypatch.setattr(fast.stage, "summary", lambda group, now_ms: summarized.append(group) or summary(group, now_ms))
+    offset = 0
+    for batch_id, rows in enumerate(batches):
+        summarized.clear()
+        for sink in (fast, whole):
+            sink.handle(batch(rows, offset), batch_id)
+            sink.publisher.lag.lag.record_offsets({("t", p): (0, 20) for p in range(3)} | {("u", p): (0, 9)
+                                                                                         for p in range(2)},
+                                                  time.time())
+            sink.publisher.lag.refresh()
+        offset += len(rows)
+        assert _group_series(fast) == _group_series(whole), batch_id
+        # commits alone: only a group new to the publisher or with churn in its window is summarized
+        assert summarized == {0: ["churning", "quiet"], 1: ["churning", "offsets-only"], 2: [], 3: ["quiet"],
+                              4: ["churning"]}[batch_id], batch_id
+    shown = _group_series(fast)
+    assert shown[("kafka_consumergroup_offset_commits_total", frozenset({("cluster", "c"), ("group", "quiet")}))] == 7
+    assert any(name == "kafka_consumergroup_member_churn" for name, _ in shown)
+    assert any(name == "kafka_consumergroup_partition_lag" and ("group", "quiet") in labels
+               for name, labels in shown)
