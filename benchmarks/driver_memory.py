@@ -16,7 +16,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -40,8 +40,13 @@ ROOT = str(Path(__file__).resolve().parents[1]) + "/"
 
 def decoded_backlog(shape: Workload) -> BatchInput:
     """The workload's records as one batch of stage rows (decoded here, as the executors would)."""
+    return decoded_records(backlog(shape, int(time.time() * 1000)))
+
+
+def decoded_records(records: Iterable[tuple[int, bytes, bytes]]) -> BatchInput:
+    """``(partition, key, value)`` records as one batch of stage rows (decoded here, as the executors would)."""
     by_partition: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
-    for partition, key, value in backlog(shape, int(time.time() * 1000)):
+    for partition, key, value in records:
         by_partition[partition].append((key, value))
     batches = [pa.RecordBatch.from_pydict({
         "key": pa.array([k for k, _ in rows], pa.binary()), "value": pa.array([v for _, v in rows], pa.binary()),
