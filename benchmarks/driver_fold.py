@@ -1,12 +1,13 @@
 """A batch of commits alone touching every group, folded and published on the driver.
 
-``python -m benchmarks.driver_fold [GROUPS] [REPEATS]`` (default 20,000 groups of 10 partitions, W2's
-shape; 5 repeats): the first half of the backlog (every group's record and half its commits) is
-folded once, then the second half (commits alone, every group touched, as each batch of a capped
-catch-up or of steady load is) is folded ``REPEATS`` times in fresh sinks, alternating with the
-baseline in the same process: the same sink publishing every changed group whole (summary and all
-its series), as the driver did before commits alone took the short path. Prints medians and the
-ratio, then the top of a profile of one run of each.
+``python -m benchmarks.driver_fold [GROUPS] [REPEATS] [PARTITIONS] [GRANULARITY]`` (default 20,000
+groups of 10 partitions at topic granularity, W2's shape; 5 repeats; ``1000 5 50 partition`` is W1's):
+the first half of the backlog (every group's record and half its commits) is folded once, then the
+second half (commits alone, every group touched, as each batch of a capped catch-up or of steady
+load is) is folded ``REPEATS`` times in fresh sinks, alternating with the baseline in the same
+process: the same sink publishing every changed group whole (summary and all its series), as the
+driver did before commits alone took the short path. Prints medians and the ratio, then the top
+of a profile of one run of each.
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ from streaming.logs.events import EventLog
 from streaming.protocol import BatchInput
 
 
-def second_half(first: BatchInput, second: BatchInput, whole: bool, profile: cProfile.Profile | None = None
-                ) -> float:
+def second_half(first: BatchInput, second: BatchInput, whole: bool, granularity: str,
+                profile: cProfile.Profile | None = None) -> float:
     """Seconds to fold and publish ``second`` after ``first`` in a fresh sink (``whole``: the baseline)."""
     with tempfile.TemporaryDirectory() as tmp:
         sink = BatchSink(GroupsConfig(), GroupStage(), StateStore(Path(tmp) / "state"),
-                         build_publishing("c", LagTracker(), "topic"), EventLog(Path(tmp) / "events"),
+                         build_publishing("c", LagTracker(), granularity), EventLog(Path(tmp) / "events"),
                          DeadLetterLog(Path(tmp) / "dead-letters", "__consumer_offsets", 10),
                          TopicNames(lambda ids: {}))
         if whole:
@@ -64,22 +65,25 @@ def top(profile: cProfile.Profile, lines: int = 12) -> str:
 def main(argv: list[str]) -> None:
     groups = int(argv[0]) if argv else 20_000
     repeats = int(argv[1]) if len(argv) > 1 else 5
-    shape = Workload(groups=groups, partitions=10, records=groups * 11, generation_every=0)
+    partitions = int(argv[2]) if len(argv) > 2 else 10
+    granularity = argv[3] if len(argv) > 3 else "topic"
+    shape = Workload(groups=groups, partitions=partitions, records=groups * (partitions + 1), generation_every=0)
     records = list(backlog(shape, int(time.time() * 1000)))
     half = len(records) // 2
     first, second = decoded_records(records[:half]), decoded_records(records[half:])
     ours, baseline = [], []
     for _ in range(repeats):
-        ours.append(second_half(first, second, whole=False))
-        baseline.append(second_half(first, second, whole=True))
+        ours.append(second_half(first, second, False, granularity))
+        baseline.append(second_half(first, second, True, granularity))
     mine, theirs = statistics.median(ours), statistics.median(baseline)
-    print(f"{groups:,} groups, a batch of {len(records) - half:,} commits touching every group, median of {repeats}:"
+    print(f"{groups:,} groups of {partitions} partitions ({granularity} granularity), a batch of "
+          f"{len(records) - half:,} commits touching every group, median of {repeats}:"
           f" {mine:.2f} s ({mine / groups * 1e6:.0f} us a group) with the short path for commits alone, "
           f"{theirs:.2f} s ({theirs / groups * 1e6:.0f} us a group) publishing each whole (baseline, same "
           f"process): {theirs / mine:.1f}x")
     for name, whole in (("short path", False), ("baseline", True)):
         profile = cProfile.Profile()
-        second_half(first, second, whole, profile)
+        second_half(first, second, whole, granularity, profile)
         print(f"\n{name}, by own time:\n{top(profile)}")
 
 
