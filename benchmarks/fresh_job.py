@@ -50,6 +50,14 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def _is_java(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == "java"
+    except OSError:
+        return False
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system seconds of a process and of its waited-for children."""
     try:
@@ -69,6 +77,8 @@ class Run:
     cpu_seconds: float = 0.0
     scrape_seconds: float = 0.0
     scrape_bytes: int = 0
+    # At the peak: the Python driver, Spark's JVM and the Python workers (and whatever they started).
+    peak_by_kind: dict[str, int] = field(default_factory=dict)
     batches: list[str] = field(default_factory=list)
 
 
@@ -104,7 +114,12 @@ def run_fresh(bootstrap: str, topic: str, records: int, groups: int, workdir: Pa
 
     def sample() -> None:
         while not done.wait(0.5):
-            run.peak_rss = max(run.peak_rss, sum(rss_bytes(p) for p in _tree(process.pid)))
+            by_kind: dict[str, int] = {}
+            for pid in _tree(process.pid):
+                kind = "driver" if pid == process.pid else "jvm" if _is_java(pid) else "workers"
+                by_kind[kind] = by_kind.get(kind, 0) + rss_bytes(pid)
+            if sum(by_kind.values()) > run.peak_rss:
+                run.peak_rss, run.peak_by_kind = sum(by_kind.values()), by_kind
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
