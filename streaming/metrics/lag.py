@@ -141,6 +141,7 @@ class LagSeries(PollingThread):
         self._has_lag: set[str] = set()  # groups whose cached text holds lag lines
         self.overtaken = 0  # renders that left out a partition whose commit overtook its log-end sample
         self._batch_active = threading.Event()  # a batch is being folded: the refresh waits
+        self._batch_started = 0.0  # when the batch being folded started (monotonic)
         self._wanted_dirty = True  # the tracker's wanted partitions need a new set_wanted
         self._log_end_text = b""
         self._compat_topic_text = b""
@@ -181,6 +182,11 @@ class LagSeries(PollingThread):
         if self._fetch_log_ends is None or self._max_age_s <= 0 or time.time() < self._skip_until:
             return
         if self._refresh_seconds > SCRAPE_BUDGET_S:  # re-rendering alone would blow the budget: don't start
+            return
+        if self._batch_active.is_set() and time.monotonic() - self._batch_started > SCRAPE_BUDGET_S:
+            # A long batch (a catch-up) is being folded: its groups' lag is rendered as it publishes them, and
+            # a whole refresh now would take the driver's one interpreter from it (scrapes during W2's first
+            # batch took 15 s each and made the fold 70 % longer).
             return
         if self._unreachable_at is not None:
             # The cluster was unreachable: every scrape would wait out the quick timeout again. Scrapes
@@ -280,6 +286,7 @@ class LagSeries(PollingThread):
     def batch(self) -> Iterator[None]:
         """Around a batch's fold: the refresh waits rather than contend for the lock and the GIL
         (at 100,000 groups the two threads handing the lock back and forth doubled the fold)."""
+        self._batch_started = time.monotonic()
         self._batch_active.set()
         try:
             yield

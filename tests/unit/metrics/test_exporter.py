@@ -509,3 +509,21 @@ def test_a_scrape_right_after_a_poll_round_shows_that_rounds_log_ends():
     tracker.record_round(now + 0.01, {})
     assert value(scrape(publisher)[0], "kafka_consumergroup_partition_lag", **p0) == 320
     assert not fetches  # fresh enough: rendered, not fetched again
+
+
+def test_scrapes_during_a_long_batch_serve_what_is_rendered_without_fetching():
+    """A scrape while a catch-up batch has been folding for longer than the scrape budget does not fetch
+    log ends and re-render every group (it would take the driver's interpreter from the fold); one while
+    a short batch runs, or after the batch, still does."""
+    publisher, _ = make_exporter()
+    fetches: list[float] = []
+    publisher.lag.refresh_on_scrape(lambda: bool(fetches.append(time.time())) or True, max_age_s=0.05)
+    with publisher.batch():
+        publisher.lag.freshen()  # the batch has just started: scrapes still get fresh log ends
+        assert len(fetches) == 1
+        publisher.lag._batch_started -= 10  # the same batch, 10 s later
+        time.sleep(0.1)  # the samples are older than max_age_s again
+        publisher.lag.freshen()
+        assert len(fetches) == 1
+    publisher.lag.freshen()
+    assert len(fetches) == 2
