@@ -113,8 +113,8 @@ bench: setup
 bench-job: setup
 	$(PY) -m benchmarks.job_bench $(BENCH_ARGS)
 
-# The job for 30 minutes against churning groups and commit load; RSS at the start and the end
-# (benchmarks/soak.py). SOAK_ARGS="--minutes 10" shortens it. Not part of make test.
+# The job for 6 hours against churning groups and commit load; RSS, JVM live heap and Python heap
+# sampled every minute (benchmarks/soak.py). SOAK_ARGS="--minutes 30" shortens it. Not part of make test.
 bench-soak: setup
 	$(PY) -m benchmarks.soak $(SOAK_ARGS)
 

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -77,7 +78,9 @@ def memory() -> dict[str, float]:
     jvm = [p for p in _descendants(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in _cmdline(p)]
     workers = [p for j in jvm for p in _descendants(j) if "pyspark" in _cmdline(p)]
     return {"driver_jvm": sum(rss_bytes(p) for p in jvm) / MIB, "python": rss_bytes(os.getpid()) / MIB,
-            "python_workers": sum(rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None)}
+            "python_workers": sum(rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None),
+            # The driver's Python heap: blocks its allocator holds (objects live), in thousands.
+            "python_blocks_k": sys.getallocatedblocks() / 1000}
 
 
 _HEAP = re.compile(r"heap\s+total (\d+)K, used (\d+)K")
@@ -174,7 +177,7 @@ def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, f
     return (f"{label:>6} t={elapsed / 60:5.1f}min driver_jvm={mem['driver_jvm']:7.1f}MiB "
             f"python={mem['python']:7.1f}MiB python_workers={mem['python_workers']:7.1f}MiB "
             f"jvm_heap_live={mem['heap_live']:6.1f}MiB jvm_heap_committed={mem['heap_committed']:6.1f}MiB "
-            f"jvm_metaspace={mem['metaspace']:6.1f}MiB "
+            f"jvm_metaspace={mem['metaspace']:6.1f}MiB python_blocks={mem['python_blocks_k']:.0f}k "
             f"groups={figures['groups']:.0f} series={figures['series']:.0f} rebalances={figures['rebalances']:.0f} "
             f"batches={figures['batches']:.0f} input_lag={figures['input_lag_records']:.0f} "
             f"churn_cycles={churn} commit_records={commits}")
@@ -182,7 +185,7 @@ def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, f
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=30)
+    parser.add_argument("--minutes", type=float, default=360, help="measured run after the warm-up (6 h)")
     parser.add_argument("--bootstrap-server", default=None, help="use this cluster instead of a local broker")
     parser.add_argument("--churn-groups", type=int, default=3)
     parser.add_argument("--commit-groups", type=int, default=20)
@@ -237,10 +240,14 @@ def main(argv: list[str] | None = None) -> None:
             last_mem, last = memory(), job_figures(monitor)
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
             print(line("end", time.monotonic() - loaded, last_mem, last, cycles, committer.records), flush=True)
-            changes = ", ".join(f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} MiB ({last_mem[k] - first_mem[k]:+.0f})"
-                                for k in first_mem)
+            changes = ", ".join(f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} {'k' if k.endswith('_k') else 'MiB'} "
+                                f"({last_mem[k] - first_mem[k]:+.0f})" for k in first_mem)
             print(f"Memory over {(time.monotonic() - started) / 60:.1f} min after the warm-up, start -> end: {changes}",
                   flush=True)
+            rss = [sum(m[k] for k in ("driver_jvm", "python", "python_workers")) for m in (first_mem, last_mem)]
+            change = (rss[1] - rss[0]) / rss[0] * 100
+            print(f"RSS of the job's processes {rss[0]:.0f} -> {rss[1]:.0f} MiB ({change:+.1f} %): "
+                  f"{'within' if abs(change) <= 5 else 'outside'} ±5 % after the warm-up", flush=True)
             if monitor.query.exception() is not None:
                 print(f"the query failed: {monitor.query.exception()}", flush=True)
         finally:
