@@ -47,14 +47,14 @@ class LogEndRing:
         return [(self._times[i % n], self._ends[i % n]) for i in order]
 
 
-def appended_at(samples: Sequence[tuple[float, int]], offset: int) -> float | None:
+def appended_at(samples: Sequence[tuple[float, int]], offset: int, bound: bool = True) -> float | None:
     """When the record at ``offset`` was appended, estimated from ``(time_s, log_end)`` samples.
 
     Between the last sample at or below ``offset`` and the next one, linear in offsets. Before
     the oldest sample, extrapolated back at the mean produce rate of the history, or the oldest
-    sample's time (a lower bound on the age) without one. Only samples since the log end last
-    went down (truncation, topic re-created) describe this log. None without samples or when
-    the log end has not passed ``offset``.
+    sample's time (a lower bound on the age) without one, unless ``bound`` is False. Only samples
+    since the log end last went down (truncation, topic re-created) describe this log. None without
+    samples or when the log end has not passed ``offset``.
     """
     window: list[tuple[float, int]] = []
     for sample in samples:
@@ -66,7 +66,9 @@ def appended_at(samples: Sequence[tuple[float, int]], offset: int) -> float | No
     (t0, end0), (t_last, end_last) = window[0], window[-1]
     if offset < end0:
         span, produced = t_last - t0, end_last - end0
-        return t0 - (end0 - offset) * span / produced if span > 0 and produced > 0 else t0
+        if span > 0 and produced > 0:
+            return t0 - (end0 - offset) * span / produced
+        return t0 if bound else None
     i = max(k for k, (_, end) in enumerate(window) if end <= offset)
     (t_a, end_a), (t_b, end_b) = window[i], window[i + 1]
     return t_a + (offset - end_a) * (t_b - t_a) / (end_b - end_a)

@@ -115,7 +115,8 @@ class LogEndPoller(PollingThread):
             next_round = time.monotonic() + self._interval_s
             self.poll_once()
             # New committed offsets are looked up at once rather than at the next round
-            # (until then their lag in seconds can only be interpolated); partitions never
+            # (until then their lag in seconds is interpolated from the log-end history, or left out
+            # while that history has no produce rate to go by); partitions never
             # sampled yet take a whole round, once.
             while not self._stopping.is_set() and (wait := next_round - time.monotonic()) > 0:
                 if self.tracker.wanted_changed.wait(min(wait, 0.5)):

@@ -350,7 +350,9 @@ class LagTracker:
         samples = ring.samples() if ring is not None else []
         if not samples or samples[-1][0] < offsets.sampled_at:  # the ring keeps one a minute
             samples.append((offsets.sampled_at, offsets.log_end))
-        at = appended_at(samples, committed)
+        # Before the record's own time has been asked for, a bare lower bound (a record older than the
+        # first sample, no produce rate yet) is no estimate: a partition sampled once would read ~0 s.
+        at = appended_at(samples, committed, bound=(tp, committed) in self._tried_at)
         if at is None:
             return None, None
         return at, "interpolated"

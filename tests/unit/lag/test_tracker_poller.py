@@ -56,6 +56,8 @@ def test_appended_at_interpolates_between_the_samples_around_the_offset():
 def test_appended_at_before_the_history_and_after_the_log_end():
     assert appended_at(SAMPLES, 20) == pytest.approx(-6.0)  # 80 records at 400 per 30 s
     assert appended_at([(0.0, 100), (10.0, 100)], 50) == 0.0  # no rate: the oldest sample, a bound
+    assert appended_at([(0.0, 100), (10.0, 100)], 50, bound=False) is None  # ... or nothing, when asked
+    assert appended_at(SAMPLES, 20, bound=False) == pytest.approx(-6.0)  # an estimate is still one
     assert appended_at(SAMPLES, 500) is None and appended_at([], 1) is None
     # Topic re-created at t=20: only the samples since then describe this log.
     assert appended_at([(0.0, 1000), (10.0, 2000), (20.0, 10), (30.0, 110)], 60) == pytest.approx(25.0)
@@ -185,6 +187,20 @@ def test_interpolates_only_without_a_record_timestamp():
     assert tracker.lag("t", 0, 350).seconds == pytest.approx(150 - 135)  # appended at t=135
     tracker.record_times({(("t", 0), 250): RecordTime(100_000, 300)}, [], clock.now)
     assert tracker.lag("t", 0, 250).seconds_method == "timestamp"
+
+
+def test_no_bare_lower_bound_before_the_records_time_is_asked_for():
+    """A partition sampled once, its committed record older than the sample: before the lookup there is no
+    age to show (the sample's own time would read ~0 s for a record hours old); after a lookup that found
+    nothing, the lower bound is all there is."""
+    clock = Clock()
+    tracker = tracker_with(clock, {("t", 0): (0, 3)})
+    clock.now += 0.05
+    pending = tracker.lag("t", 0, 1)
+    assert (pending.lag, pending.seconds, pending.seconds_method) == (2, None, None)
+    tracker.record_times({}, [(("t", 0), 1)], clock.now)  # asked, not found (the record is gone, say)
+    bound = tracker.lag("t", 0, 1)
+    assert bound.seconds_method == "interpolated" and bound.seconds == pytest.approx(0.05)
 
 
 def test_lookups_skip_the_caught_up_and_the_gone_and_rotate():

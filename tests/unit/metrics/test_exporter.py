@@ -155,6 +155,8 @@ def make_exporter(granularity: str = "partition", max_series: int | None = None)
     exporter.lag.refresh(NOW)  # tells the tracker what to poll
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("t0", 2): (10, 40), ("offsets", 0): (0, 1100)},
                            NOW - 1)
+    # The records' own times were asked for and not found: lag in seconds is the samples' lower bound.
+    tracker.record_times({}, [(("t0", 0), 150), (("t0", 1), 200), (("t1", 0), 5)], NOW - 1)
     tracker.record_round(NOW - 1, {})
     exporter.instruments.count_records({1: 5, 2: 2}, newest_record_ms=int((NOW - 30) * 1000))
     exporter.instruments.count_records({1: 1, 3: 1})
