@@ -351,8 +351,10 @@ class LagTracker:
         if not samples or samples[-1][0] < offsets.sampled_at:  # the ring keeps one a minute
             samples.append((offsets.sampled_at, offsets.log_end))
         # Before the record's own time has been asked for, a bare lower bound (a record older than the
-        # first sample, no produce rate yet) is no estimate: a partition sampled once would read ~0 s.
-        at = appended_at(samples, committed, bound=(tp, committed) in self._tried_at)
+        # first sample, no produce rate yet) is no estimate: a partition sampled once would read ~0 s. A
+        # record below the log start is gone and never asked for: the bound is all there will be.
+        asked = (tp, committed) in self._tried_at or committed < offsets.log_start
+        at = appended_at(samples, committed, bound=asked)
         if at is None:
             return None, None
         return at, "interpolated"

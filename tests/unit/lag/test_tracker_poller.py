@@ -201,6 +201,8 @@ def test_no_bare_lower_bound_before_the_records_time_is_asked_for():
     tracker.record_times({}, [(("t", 0), 1)], clock.now)  # asked, not found (the record is gone, say)
     bound = tracker.lag("t", 0, 1)
     assert bound.seconds_method == "interpolated" and bound.seconds == pytest.approx(0.05)
+    gone = tracker_with(clock, {("t", 0): (6, 10)}).lag("t", 0, 2)  # below the log start: never asked for
+    assert gone.seconds_method == "interpolated"
 
 
 def test_lookups_skip_the_caught_up_and_the_gone_and_rotate():
