@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,32 +89,35 @@ _RECORDS = re.compile(rb"^rebalance_monitor_records_total\{[^}]*\} (\S+)$", re.M
 _GROUPS = re.compile(rb"^rebalance_monitor_groups\{[^}]*\} (\S+)$", re.MULTILINE)
 
 
-def _counts(url: str) -> tuple[float, int, float, int]:
-    """Records counted, groups exported, scrape seconds and bytes."""
+def total(pattern: re.Pattern[bytes], body: bytes) -> float:
+    """Sum of the values ``pattern`` (one group: the value) finds in an exposition."""
+    return sum(float(m.group(1)) for m in pattern.finditer(body))
+
+
+def series(name: bytes, body: bytes) -> int:
+    """How many series of the family ``name`` an exposition holds."""
+    return len(re.findall(rb"^" + re.escape(name) + rb"\{", body, re.MULTILINE))
+
+
+def _scrape(url: str) -> tuple[bytes, float]:
     started = time.monotonic()
     body = urllib.request.urlopen(url, timeout=300).read()
-    took = time.monotonic() - started
-    records = sum(float(m.group(1)) for m in _RECORDS.finditer(body))
-    groups = int(sum(float(m.group(1)) for m in _GROUPS.finditer(body)))
-    return records, groups, took, len(body)
+    return body, time.monotonic() - started
 
 
-def run_fresh(bootstrap: str, topic: str, records: int, groups: int, workdir: Path, *extra: str,
-              timeout: float = 900, env: dict[str, str] | None = None) -> Run:
-    """One fresh job process on ``topic`` until it counts ``records`` and shows ``groups``."""
-    port = free_port()
-    log = (workdir / "job.log").open("w")
-    command = [sys.executable, "-m", "streaming.cli", "run", "--bootstrap-server", bootstrap, "--topic", topic,
-               "--checkpoint-dir", str(workdir / "checkpoint"), "--metrics-host", "127.0.0.1", "--metrics-port",
-               str(port), "--trigger-seconds", "1", "--cluster", "bench", "--exclude-groups", "^$", *extra]
+def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Callable[[bytes], bool],
+          workdir: Path, *, timeout: float = 900, env: dict[str, str] | None = None) -> Run:
+    """Start ``command`` as a fresh process and time it until its ``url`` answers ``done`` (and, first,
+    ``shown``); peak RSS of its process tree sampled every 0.5 s, its CPU seconds at ``done``."""
+    log = (workdir / "process.log").open("w")
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                env={**os.environ, **(env or {})})
     run = Run()
-    done = threading.Event()
+    stop_sampling = threading.Event()
 
     def sample() -> None:
-        while not done.wait(0.5):
+        while not stop_sampling.wait(0.5):
             by_kind: dict[str, int] = {}
             for pid in _tree(process.pid):
                 kind = "driver" if pid == process.pid else "jvm" if _is_java(pid) else "workers"
@@ -123,32 +127,33 @@ def run_fresh(bootstrap: str, topic: str, records: int, groups: int, workdir: Pa
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    url = f"http://127.0.0.1:{port}/metrics"
     try:
         deadline = started + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                text = (workdir / "job.log").read_text(errors="replace")
+                text = (workdir / "process.log").read_text(errors="replace")
                 causes = [line for line in text.splitlines() if re.search(r"OutOfMemory|Exception|ERROR", line)]
-                raise RuntimeError(f"job exited with {process.returncode}; first errors:\n" + "\n".join(causes[:20]))
+                raise RuntimeError(f"{command[0]} exited with {process.returncode}; first errors:\n"
+                                   + "\n".join(causes[:20]))
             try:
-                counted, shown, _, _ = _counts(url)
+                body, _ = _scrape(url)
             except OSError:
                 time.sleep(0.25)
                 continue
             now = time.monotonic() - started
-            if shown and not run.first_answer:
+            if not run.first_answer and shown(body):
                 run.first_answer = now
-            if counted >= records and shown >= groups:
+            if done(body):
                 run.seconds = now
                 break
             time.sleep(0.25)
         else:
-            raise TimeoutError(f"{timeout}s without every record and group")
+            raise TimeoutError(f"{timeout}s without the whole answer from {command[0]}")
         run.cpu_seconds = sum(_cpu_seconds(p) for p in _tree(process.pid))
-        _, _, run.scrape_seconds, run.scrape_bytes = _counts(url)
+        body, run.scrape_seconds = _scrape(url)
+        run.scrape_bytes = len(body)
     finally:
-        done.set()
+        stop_sampling.set()
         sampler.join(2)
         process.terminate()
         try:
@@ -156,6 +161,25 @@ def run_fresh(bootstrap: str, topic: str, records: int, groups: int, workdir: Pa
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
-    text = (workdir / "job.log").read_text(errors="replace")
+    return run
+
+
+def run_fresh(bootstrap: str, topic: str | None, records: int, groups: int, workdir: Path, *extra: str,
+              partitions: int = 0, timeout: float = 900, env: dict[str, str] | None = None) -> Run:
+    """One fresh job process on ``topic`` (None: ``__consumer_offsets`` itself) until it counts
+    ``records``, shows ``groups`` and, given ``partitions``, the lag of that many group partitions."""
+    port = free_port()
+    command = [sys.executable, "-m", "streaming.cli", "run", "--bootstrap-server", bootstrap,
+               *(["--topic", topic] if topic else []),
+               "--checkpoint-dir", str(workdir / "checkpoint"), "--metrics-host", "127.0.0.1", "--metrics-port",
+               str(port), "--trigger-seconds", "1", "--cluster", "bench", "--exclude-groups", "^$", *extra]
+
+    def done(body: bytes) -> bool:
+        return (total(_RECORDS, body) >= records and total(_GROUPS, body) >= groups
+                and (not partitions or series(b"kafka_consumergroup_partition_lag", body) >= partitions))
+
+    run = watch(command, f"http://127.0.0.1:{port}/metrics", done, lambda body: total(_GROUPS, body) > 0, workdir,
+                timeout=timeout, env=env)
+    text = (workdir / "process.log").read_text(errors="replace")
     run.batches = re.findall(r"batch \d+: .*", text)
     return run

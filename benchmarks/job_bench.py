@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import cold_start
 from benchmarks.fresh_job import Run, child_pids, rss_bytes, run_fresh
 from benchmarks.synthetic import W1, W1_5M, W2, Workload, backlog, group_metadata, produce
 from decoders import coordinator_partition, decode
@@ -280,6 +281,29 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
                       f"{repeats})", workload, variant_runs, sent, ceiling)
 
 
+def run_cold(report: Report, broker: LocalKafka, workdir: Path, repeats: int, kminion: Path | None) -> None:
+    """The job's cold start on the broker's real ``__consumer_offsets`` (500 groups x 100 partitions, 1 M
+    commits through OffsetCommit), beside kminion in both its scrape modes when a binary is given. Run
+    first: the done checks count at least the workload's records, groups and partitions, and later
+    workloads' baselines commit offsets of their own."""
+    groups, partitions = 500, 100
+    print(f"\ncold: {groups} groups x {partitions} partitions on __consumer_offsets", flush=True)
+    commits = cold_start.prepare(broker, groups, partitions, rounds=20)
+    runs = cold_start.measure(broker, workdir, commits, groups, partitions, repeats, kminion)
+    job = runs.pop("job")
+    beside = "; ".join(f"{name} {cold_start.describe(tool_runs)}" for name, tool_runs in runs.items())
+    seconds = statistics.median(r.seconds for r in job)
+    label = f"cold start on __consumer_offsets, {commits:,} commits (median of {repeats})"
+    report.add(Figure(f"{label}: process start to every group partition's lag shown", seconds, "s", "≤ 10 s",
+                      "runs " + ", ".join(f"{r.seconds:.1f}" for r in job) + (f"; {beside}" if beside else ""),
+                      seconds <= 10.0))
+    report.add(Figure(f"{label}: first /metrics with a group", statistics.median(r.first_answer for r in job), "s"))
+    peak = statistics.median(r.peak_rss for r in job) / 2**30
+    report.add(Figure(f"{label}: peak RSS of the process tree", peak, "GiB", "≤ 1.25 GiB",
+                      "runs " + ", ".join(f"{r.peak_rss / 2**30:.2f}" for r in job), met=peak <= 1.25))
+    report.add(Figure(f"{label}: CPU seconds of the process tree", statistics.median(r.cpu_seconds for r in job), "s"))
+
+
 def _report_fresh(report: Report, label: str, workload: Workload, runs: list[Run], sent: int,
                   ceiling: float | None) -> None:
     target_s, target_gib = (30.0, 2.0) if workload is W2 else (10.0, 1.25)
@@ -392,8 +416,10 @@ def probe_latency(monitor: Monitor, bootstrap: str, topic: str, probes: int, sec
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workloads", default="w1,w1-5m,w2,steady,fresh-w1,fresh-w2",
-                        help="fresh-w1 and fresh-w2 run the job as its own process, timed from process start")
+    parser.add_argument("--workloads", default="cold,w1,w1-5m,w2,steady,fresh-w1,fresh-w2",
+                        help="cold, fresh-w1 and fresh-w2 run the job as its own process, timed from process start")
+    parser.add_argument("--kminion", type=Path,
+                        help="a kminion binary, run beside the cold start (docs/benchmarks.md says how to build it)")
     parser.add_argument("--fresh-repeats", type=int, default=3)
     parser.add_argument("--fresh-driver-memory", default="",
                         help="the fresh jobs' --driver-memory (as deploy/k8s sets it); default Spark's 1g")
@@ -420,7 +446,9 @@ def main(argv: list[str] | None = None) -> None:
                                "spark.kafka.consumer.cache.capacity": "512"})
         try:
             for name in args.workloads.split(","):
-                if name.startswith("fresh-"):
+                if name == "cold":
+                    run_cold(report, broker, workdir, args.fresh_repeats, args.kminion)
+                elif name.startswith("fresh-"):
                     base = name.removeprefix("fresh-")
                     run_fresh_backlog(report, broker, base, WORKLOADS[base], workdir, args.fresh_repeats,
                                       not args.no_baselines, args.fresh_driver_memory, args.fresh_job_args or [""])
