@@ -5,7 +5,9 @@ decodes the backlog in this process as the executors would, hands it to the sink
 and prints what stays allocated per group (tracemalloc), by the line that allocated it. Beside it,
 in the same process, the committed offsets of the same groups held both ways: the columnar store
 (:mod:`streaming.groups.offsets`) and the dict of ``(topic, partition) -> (offset, time)`` tuples
-it replaced (the baseline), in bytes per partition, at W2's 10 and W1's 50 partitions per group.
+it replaced (the baseline), in bytes per partition, at W2's 10 and W1's 50 partitions per group;
+and how far a batch of commits alone, on top of every group's state, rises above that state while
+it is folded, its commits taken from Arrow in slices (as shipped) and all at once (the baseline).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from streaming.cluster.metadata import TopicNames
 from streaming.decode.stage import make_decoder
 from streaming.driver.publish import build_publishing
 from streaming.driver.sink import BatchSink
+from streaming.groups import stage as stage_module
 from streaming.groups.config import GroupsConfig
 from streaming.groups.offsets import CommittedOffset, PartitionOffsets
 from streaming.groups.stage import GroupStage
@@ -97,14 +100,45 @@ def offsets_per_partition(groups: int, partitions: int) -> tuple[float, float]:
     return ours / (groups * partitions), baseline / (groups * partitions)
 
 
+def new_sink(tmp: Path, granularity: str = "partition") -> BatchSink:
+    return BatchSink(GroupsConfig(), GroupStage(), StateStore(tmp / "state"),
+                     build_publishing("c", LagTracker(), granularity), EventLog(tmp / "events"),
+                     DeadLetterLog(tmp / "dead-letters", "__consumer_offsets", 10), TopicNames(lambda ids: {}))
+
+
+def second_batch_peak(groups: int) -> None:
+    """Bytes above the state while the second half of a W2 backlog (every group's later commits, half
+    the groups' records) is folded and published at topic granularity (as bench-job runs W2): commits
+    in slices as shipped, then all at once (baseline)."""
+    shape = Workload(groups=groups, partitions=10, records=groups * 11, generation_every=0)
+    records = list(backlog(shape, int(time.time() * 1000)))
+    half = len(records) // 2
+    first, second = decoded_records(records[:half]), decoded_records(records[half:])
+    del records
+    shipped = stage_module.COMMIT_CHUNK_ROWS
+    for label, chunk in (("in slices", shipped), ("all at once (baseline)", second.commits.num_rows)):
+        stage_module.COMMIT_CHUNK_ROWS = chunk  # the sorted commits are one Arrow chunk: no smaller slices
+        with tempfile.TemporaryDirectory() as tmp:
+            sink = new_sink(Path(tmp), "topic")
+            sink.handle(first, 0)
+            gc.collect()
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+            sink.handle(second, 1)
+            now, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            print(f"a batch of {second.commits.num_rows:,} commits on {groups:,} groups' state, commits "
+                  f"{label}: peak {(peak - before) / 2**20:.0f} MiB above the state, {(now - before) / 2**20:.0f} "
+                  f"MiB of it kept (new partitions, their series): {(peak - now) / 2**20:.0f} MiB transient")
+            del sink
+    stage_module.COMMIT_CHUNK_ROWS = shipped
+
+
 def fold_profile(groups: int, top: int = 15) -> None:
     shape = Workload(groups=groups, partitions=10, records=groups * 11, generation_every=0)
     batch = decoded_backlog(shape)
     with tempfile.TemporaryDirectory() as tmp:
-        sink = BatchSink(GroupsConfig(), GroupStage(), StateStore(Path(tmp) / "state"),
-                         build_publishing("c", LagTracker()), EventLog(Path(tmp) / "events"),
-                         DeadLetterLog(Path(tmp) / "dead-letters", "__consumer_offsets", 10),
-                         TopicNames(lambda ids: {}))
+        sink = new_sink(Path(tmp))
         gc.collect()
         tracemalloc.start()
         started = time.perf_counter()
@@ -112,11 +146,14 @@ def fold_profile(groups: int, top: int = 15) -> None:
         took = time.perf_counter() - started
         del batch
         gc.collect()
+        peak = tracemalloc.get_traced_memory()[1]
         stats = tracemalloc.take_snapshot().statistics("lineno")
         tracemalloc.stop()
         total = sum(s.size for s in stats)
         print(f"{groups:,} groups x 10 partitions folded and published in {took:.1f} s (traced); "
-              f"{total / 2**20:.0f} MiB stay allocated = {total / groups:,.0f} bytes per group")
+              f"{total / 2**20:.0f} MiB stay allocated = {total / groups:,.0f} bytes per group; "
+              f"peak {peak / 2**20:.0f} MiB, {(peak - total) / 2**20:.0f} MiB of it transient (the batch in flight "
+              f"as Python objects; Arrow's own buffers are not traced)")
         print(f"{'bytes/group':>12} {'objects':>9}  allocated at")
         for stat in stats[:top]:
             frame = stat.traceback[0]
@@ -130,6 +167,7 @@ def main(argv: list[str]) -> None:
         ours, baseline = offsets_per_partition(groups // partitions * 10, partitions)
         print(f"committed offsets, {partitions} partitions a group: {ours:.0f} bytes a partition columnar, "
               f"{baseline:.0f} as a dict of tuples (baseline, same process): {baseline / ours:.1f}x")
+    second_batch_peak(groups)
     fold_profile(groups)
 
 
