@@ -30,7 +30,6 @@ class _Shown:
     departures: dict[str, int]
     durations: tuple[int, ...]
     duration_sum_ms: int
-    commits: int
 
 
 class CounterFloors:
@@ -38,6 +37,9 @@ class CounterFloors:
 
     def __init__(self) -> None:
         self._shown: dict[str, _Shown] = {}
+        # Apart from the rest: a batch of commits alone raises only this (a frozen _Shown rebuilt per
+        # group was a tenth of such a batch's publish).
+        self._commits: dict[str, int] = {}
 
     def hold(self, summary: GroupSummary, commits_total: int) -> tuple[GroupSummary, int]:
         """``summary`` and ``commits_total`` with every counter at least what was last published."""
@@ -55,25 +57,27 @@ class CounterFloors:
                 rebalance_durations=_histogram_at_least(summary.rebalance_durations, before.durations),
                 rebalance_duration_sum_ms=max(summary.rebalance_duration_sum_ms, before.duration_sum_ms),
             )
-            commits_total = max(commits_total, before.commits)
+            commits_total = max(commits_total, self._commits[summary.group])
         self._shown[summary.group] = _Shown(
             summary.rebalances_total, summary.partitions_moved_total, summary.empty_transitions_total,
             summary.recreations_total, summary.generations_advanced_total, dict(summary.rebalance_causes),
-            dict(summary.departures), summary.rebalance_durations, summary.rebalance_duration_sum_ms, commits_total)
+            dict(summary.departures), summary.rebalance_durations, summary.rebalance_duration_sum_ms)
+        self._commits[summary.group] = commits_total
         return summary, commits_total
 
     def hold_commits(self, group: str, commits_total: int) -> int | None:
         """``commits_total`` at least what was last published for ``group``; None if nothing was (a whole
         :meth:`hold` comes first)."""
-        before = self._shown.get(group)
+        before = self._commits.get(group)
         if before is None:
             return None
-        if commits_total > before.commits:
-            self._shown[group] = replace(before, commits=commits_total)
-        return max(commits_total, before.commits)
+        if commits_total > before:
+            self._commits[group] = commits_total
+        return max(commits_total, before)
 
     def forget(self, group: str) -> None:
         self._shown.pop(group, None)
+        self._commits.pop(group, None)
 
 
 def _at_least(counts: dict[str, int], floor: dict[str, int]) -> dict[str, int]:

@@ -85,9 +85,9 @@ class Publisher:
     def _may_move(self, stage: GroupStage, group: str, now_ms: int) -> bool:
         """Member churn was shown at the last publish or a member change is inside its window now (the window
         slides), or a KIP-848 topic id has no name yet (the cluster may know it by now)."""
-        snapshot = stage.snapshots.get(group)
         if group in self._churning:
             return True
+        snapshot = stage.snapshots.get(group)
         if snapshot is None:
             return False
         return any(t > now_ms - CHURN_WINDOW_MS for t, _, _ in snapshot.churn) or (
