@@ -22,7 +22,9 @@ def test_batch_datasets_are_freed_by_the_periodic_full_collection() -> None:
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     print(f"\nDatasets left in the JVM after {figures['batches']} batches: {figures['frozen_only']} with frozen "
           f"survivors only, {figures['with_full_collections']} with a full collection every {interval} batches")
-    # The control: freezing alone keeps (nearly) every batch's Dataset.
-    assert figures["frozen_only"] >= figures["batches"] - 2, figures
+    # The control: freezing alone keeps more Datasets than the bound below allows, so that bound would catch the
+    # leak. Not every batch's: on a loaded machine some batches' Datasets were freed all the same (beside a soak,
+    # 20 of 30 kept, under the old control's 28, in 2 of 10 runs; the bound held in all 10).
+    assert figures["frozen_only"] > interval + 1, figures
     # Kept at most until the next full collection.
     assert figures["with_full_collections"] <= interval + 1, figures
