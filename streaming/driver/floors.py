@@ -43,7 +43,7 @@ class CounterFloors:
 
     def hold(self, summary: GroupSummary, commits_total: int) -> tuple[GroupSummary, int]:
         """``summary`` and ``commits_total`` with every counter at least what was last published."""
-        before = self._shown.get(summary.group)
+        before, commits_before = self._shown.get(summary.group), self._commits.get(summary.group)
         if before is not None:
             summary = replace(
                 summary,
@@ -57,7 +57,8 @@ class CounterFloors:
                 rebalance_durations=_histogram_at_least(summary.rebalance_durations, before.durations),
                 rebalance_duration_sum_ms=max(summary.rebalance_duration_sum_ms, before.duration_sum_ms),
             )
-            commits_total = max(commits_total, self._commits[summary.group])
+        if commits_before is not None:
+            commits_total = max(commits_total, commits_before)
         self._shown[summary.group] = _Shown(
             summary.rebalances_total, summary.partitions_moved_total, summary.empty_transitions_total,
             summary.recreations_total, summary.generations_advanced_total, dict(summary.rebalance_causes),

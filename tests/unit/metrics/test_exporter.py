@@ -467,7 +467,7 @@ def test_concurrent_writers_and_scrapes():
         t.start()
     for t in threads:
         t.join(30)
-    assert not errors
+    assert not errors, errors
 
 
 def test_scrapes_stop_fetching_while_the_cluster_is_unreachable():
