@@ -188,9 +188,15 @@ def test_groups_changed_by_commits_alone_show_what_a_whole_publish_would(tmp_pat
     summarized: list[str] = []
     summary = fast.stage.summary
     monkeypatch.setattr(fast.stage, "summary", lambda group, now_ms: summarized.append(group) or summary(group, now_ms))
+    # One clock for both sinks' state views: a group's state-since is the wall-clock second it was first seen,
+    # and the two sinks' batches straddled a second once (a whole run's one failure).
+    moment = [time.time()]
+    for sink in (fast, whole):
+        monkeypatch.setattr(sink.publisher.states, "_clock", lambda: moment[0])
     offset = 0
     for batch_id, rows in enumerate(batches):
         summarized.clear()
+        moment[0] = time.time()
         for sink in (fast, whole):
             sink.handle(batch(rows, offset), batch_id)
             sink.publisher.lag.lag.record_offsets({("t", p): (0, 20) for p in range(3)} | {("u", p): (0, 9)
