@@ -84,12 +84,10 @@ def run_kminion(binary: Path, mode: str, bootstrap: str, commits: int, partition
 
 
 def describe(runs: list[Run]) -> str:
-    def median(values: list[float]) -> float:
-        return statistics.median(values)
-
-    return (f"{median([r.seconds for r in runs]):.1f} s (runs " + ", ".join(f"{r.seconds:.1f}" for r in runs)
-            + f"), first answer {median([r.first_answer for r in runs]):.1f} s, peak RSS "
-            f"{median([r.peak_rss for r in runs]) / 2**30:.2f} GiB, {median([r.cpu_seconds for r in runs]):.1f} CPU-s")
+    median = statistics.median
+    return (f"{median(r.seconds for r in runs):.1f} s (runs " + ", ".join(f"{r.seconds:.1f}" for r in runs)
+            + f"), first answer {median(r.first_answer for r in runs):.1f} s, peak RSS "
+            f"{median(r.peak_rss for r in runs) / 2**30:.2f} GiB, {median(r.cpu_seconds for r in runs):.1f} CPU-s")
 
 
 def prepare(broker: LocalKafka, groups: int, partitions: int, rounds: int) -> int:
