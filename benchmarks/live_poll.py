@@ -44,7 +44,7 @@ def make_groups(admin: KafkaAdminClient, topic: str, start: int, stop: int) -> N
 
 def measure(bootstrap: str, steady_polls: int = 5) -> dict[str, object]:
     view = StateView(LiveStates(), lambda *_: None, stale_after_s=30.0)
-    poller = LivePoller(bootstrap, view, "bench", 10.0, DEFAULT_DESCRIBE_MAX)
+    poller = LivePoller(bootstrap, view, 10.0, DEFAULT_DESCRIBE_MAX)
     try:
         poller.poll_once()  # connects and lists every group for the first time
         first = (poller.last_seconds, dict(poller.requests))

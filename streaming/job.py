@@ -44,13 +44,18 @@ from streaming.driver.publish import build_publishing
 from streaming.driver.query import QueryRunner
 from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
 from streaming.driver.retry import RetryClock
+from streaming.driver.sink import BatchSink
+from streaming.groups.stage import GroupStage, StageLimits
+from streaming.groups.store import StateStore
 from streaming.jars import connector_jars
 from streaming.lag.poller import LogEndPoller
 from streaming.lag.tracker import LagTracker
 from streaming.lifecycle import Component, Lifecycle
 from streaming.live.poller import LivePoller
 from streaming.logformat import configure_logging
+from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
+from streaming.metrics.live import poller_text
 from streaming.metrics.runtime import register_runtime
 from streaming.metrics.server import MetricsServer
 from streaming.options import JobOptions, parse_args
@@ -95,17 +100,23 @@ class Monitor:
             options.driver.rebuild_after_seconds,
             lambda: describe_delete_retention(options.kafka.bootstrap_servers, client_config, topic), topic),
             self.instruments)
-        self.runner = QueryRunner(spark, options, self.publisher, self.event_log,
-                                  self.topic_names, self.health, self.checkpoint_check)
+        def make_sink(stage: GroupStage, store: StateStore, dead_letters: DeadLetterLog, publish: bool) -> BatchSink:
+            return BatchSink(options.groups, stage, store, self.publisher, self.event_log, dead_letters,
+                             self.topic_names, publish_restored=publish)
+
+        self.runner = QueryRunner(spark, options.driver, options.source, options.kafka,
+                                  StageLimits.from_config(options.groups, options.source.dead_letter_max), make_sink,
+                                  self.publisher, self.event_log, self.topic_names, self.health, self.checkpoint_check)
         self.progress = ProgressWatcher(self.instruments, lambda: self.runner.query, self.runner.last_report,
                                         self.health, min(1.0, options.driver.trigger_seconds))
         components: list[Component] = [self.server, self.metadata, self.runner, self.progress, self.publisher.lag,
                                        self.advisor, self.poller]
         self.live_poller: LivePoller | None = None
         if options.live.poll_seconds > 0:
-            self.live_poller = LivePoller(options.kafka.bootstrap_servers, self.publisher.states, metrics.cluster,
+            self.live_poller = LivePoller(options.kafka.bootstrap_servers, self.publisher.states,
                                           options.live.poll_seconds, options.live.describe_max, client_config)
-            self.exporter.add_source(self.live_poller.text)
+            live_poller = self.live_poller
+            self.exporter.add_source(lambda: poller_text(metrics.cluster, live_poller.stats()))
             components.append(self.live_poller)
         self.lifecycle = Lifecycle(components)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import IntEnum
 from typing import Any, NamedTuple, Protocol
 
@@ -48,7 +48,7 @@ class OutputKind(IntEnum):
     in one task; ``count`` = commits (tombstones excluded) it stands for."""
     GROUP_RECORD = 1
     """A classic group-metadata or KIP-848 consumer-group record, ``decoded`` (see
-    :func:`streaming.decode.folding.fold_json`) for the driver to fold as it is (``raw_key`` and
+    :func:`decoders.folding.fold_json`) for the driver to fold as it is (``raw_key`` and
     ``raw_value`` are null: state deltas written before this version carry them instead)."""
     DEAD_LETTER = 2
     """An undecodable record's bytes and reason (a bounded sample per task)."""
@@ -143,6 +143,9 @@ class DeadLetter:
 # follows. Classic sync phases take milliseconds to the leader's whole assignment time, a
 # KIP-848 assignment up to its batching interval and beyond. Snapshots keep counts by
 # bucket label: changing these bounds needs a new snapshot format.
+# Kafka's own names of the states in which a group is rebalancing (classic: PreparingRebalance and
+# CompletingRebalance; KIP-848 consumer groups: Assigning and Reconciling).
+REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 REBALANCE_DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 DURATION_BUCKET_LABELS = (*(repr(b) for b in REBALANCE_DURATION_BUCKETS), "+Inf")
 
@@ -265,6 +268,12 @@ class MemberChurn(NamedTuple):
     joins_and_leaves: int
 
 
+def _counter(kind: str) -> dict[str, str]:
+    """Field metadata declaring a summary field a counter: ``total`` (an int), ``by_label`` (counts by label),
+    ``histogram`` (cumulative bucket counts). Each one shown never steps back (:mod:`streaming.driver.floors`)."""
+    return {"counter": kind}
+
+
 @dataclass(frozen=True)
 class GroupSummary:
     """What the exporter shows for one group; counters are absolute (survive restarts).
@@ -293,20 +302,20 @@ class GroupSummary:
     member_count: int
     assigned_partitions: int
     imbalance_ratio: float | None
-    rebalances_total: int
-    partitions_moved_total: int
-    empty_transitions_total: int
-    recreations_total: int
-    generations_advanced_total: int
-    rebalance_causes: dict[str, int]
-    departures: dict[str, int]
+    rebalances_total: int = field(metadata=_counter("total"))
+    partitions_moved_total: int = field(metadata=_counter("total"))
+    empty_transitions_total: int = field(metadata=_counter("total"))
+    recreations_total: int = field(metadata=_counter("total"))
+    generations_advanced_total: int = field(metadata=_counter("total"))
+    rebalance_causes: dict[str, int] = field(metadata=_counter("by_label"))
+    departures: dict[str, int] = field(metadata=_counter("by_label"))
     member_churn: tuple[MemberChurn, ...]
     last_rebalance_ms: int | None
     last_seen_ms: int
     as_of_ms: int
     members: tuple[MemberSummary, ...]
-    rebalance_durations: tuple[int, ...] = ()
-    rebalance_duration_sum_ms: int = 0
+    rebalance_durations: tuple[int, ...] = field(default=(), metadata=_counter("histogram"))
+    rebalance_duration_sum_ms: int = field(default=0, metadata=_counter("total"))
     rebalance_timeout_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -329,6 +338,11 @@ class GroupSummary:
     @classmethod
     def from_json(cls, text: str) -> GroupSummary:
         return cls.from_dict(json.loads(text))
+
+
+# (field name, kind) of every counter GroupSummary declares, in field order.
+SUMMARY_COUNTERS: tuple[tuple[str, str], ...] = tuple(
+    (f.name, f.metadata["counter"]) for f in fields(GroupSummary) if "counter" in f.metadata)
 
 
 @dataclass

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from decoders import DecodeError, decode
 from decoders.batch import decode_batch, record_types, triage
+from decoders.folding import fold_json
 from decoders.records import GROUP_STATE_TYPES, OFFSET_COMMIT_TYPES
-from streaming.decode.folding import fold_json
 from streaming.protocol import STAGE_SCHEMA, OutputKind
 
 _COMMIT_TYPES = np.array(sorted(OFFSET_COMMIT_TYPES), np.int16)
@@ -158,7 +158,7 @@ class TaskDecoder:
         The vectorised triage settles what a key, a value's version or its leading fields make
         undecodable, so only rows whose value gets past those are decoded one by one: other
         records without members' consumer-protocol payloads (which never make a record bad), group
-        records in full, handed over as :func:`~streaming.decode.folding.fold_json` instead of their
+        records in full, handed over as :func:`~decoders.folding.fold_json` instead of their
         raw bytes. The driver never decodes a group record again, and never meets a bad value.
         """
         taken = pa.array(rows, pa.int64())

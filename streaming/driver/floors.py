@@ -14,55 +14,35 @@ leaves ``/metrics`` (deleted, expired) drops its floors: its series start again 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
-from streaming.protocol import GroupSummary
-
-
-@dataclass(frozen=True)
-class _Shown:
-    rebalances: int
-    moved: int
-    empties: int
-    recreations: int
-    generations: int
-    causes: dict[str, int]
-    departures: dict[str, int]
-    durations: tuple[int, ...]
-    duration_sum_ms: int
+from streaming.protocol import SUMMARY_COUNTERS, GroupSummary
 
 
 class CounterFloors:
-    """The counters last published per group; :meth:`hold` never lets a group's counter go below them."""
+    """The counters last published per group; :meth:`hold` never lets a group's counter go below them.
+
+    The counters are the ones :class:`~streaming.protocol.GroupSummary` declares
+    (:data:`~streaming.protocol.SUMMARY_COUNTERS`): a counter added there has its floor here.
+    """
 
     def __init__(self) -> None:
-        self._shown: dict[str, _Shown] = {}
-        # Apart from the rest: a batch of commits alone raises only this (a frozen _Shown rebuilt per
-        # group was a tenth of such a batch's publish).
+        self._shown: dict[str, tuple[Any, ...]] = {}  # group -> its counters' values, as SUMMARY_COUNTERS
+        # Apart from the rest: a batch of commits alone raises only this (rebuilding the group's floors per
+        # commit was a tenth of such a batch's publish).
         self._commits: dict[str, int] = {}
 
     def hold(self, summary: GroupSummary, commits_total: int) -> tuple[GroupSummary, int]:
         """``summary`` and ``commits_total`` with every counter at least what was last published."""
         before, commits_before = self._shown.get(summary.group), self._commits.get(summary.group)
         if before is not None:
-            summary = replace(
-                summary,
-                rebalances_total=max(summary.rebalances_total, before.rebalances),
-                partitions_moved_total=max(summary.partitions_moved_total, before.moved),
-                empty_transitions_total=max(summary.empty_transitions_total, before.empties),
-                recreations_total=max(summary.recreations_total, before.recreations),
-                generations_advanced_total=max(summary.generations_advanced_total, before.generations),
-                rebalance_causes=_at_least(summary.rebalance_causes, before.causes),
-                departures=_at_least(summary.departures, before.departures),
-                rebalance_durations=_histogram_at_least(summary.rebalance_durations, before.durations),
-                rebalance_duration_sum_ms=max(summary.rebalance_duration_sum_ms, before.duration_sum_ms),
-            )
+            summary = replace(summary, **{name: _AT_LEAST[kind](getattr(summary, name), floor)
+                                          for (name, kind), floor in zip(SUMMARY_COUNTERS, before, strict=True)})
         if commits_before is not None:
             commits_total = max(commits_total, commits_before)
-        self._shown[summary.group] = _Shown(
-            summary.rebalances_total, summary.partitions_moved_total, summary.empty_transitions_total,
-            summary.recreations_total, summary.generations_advanced_total, dict(summary.rebalance_causes),
-            dict(summary.departures), summary.rebalance_durations, summary.rebalance_duration_sum_ms)
+        self._shown[summary.group] = tuple(_kept(getattr(summary, name)) for name, _ in SUMMARY_COUNTERS)
         self._commits[summary.group] = commits_total
         return summary, commits_total
 
@@ -81,6 +61,11 @@ class CounterFloors:
         self._commits.pop(group, None)
 
 
+def _kept(value: Any) -> Any:
+    """A counter's value as kept: a copy of counts by label (the summary's own dict may be shared)."""
+    return dict(value) if isinstance(value, dict) else value
+
+
 def _at_least(counts: dict[str, int], floor: dict[str, int]) -> dict[str, int]:
     merged = {key: max(counts.get(key, 0), floor.get(key, 0)) for key in counts.keys() | floor.keys()}
     return dict(sorted(merged.items()))
@@ -93,3 +78,8 @@ def _histogram_at_least(buckets: tuple[int, ...], floor: tuple[int, ...]) -> tup
     if not buckets:
         return floor
     return tuple(max(a, b) for a, b in itertools.zip_longest(buckets, floor, fillvalue=0))
+
+
+# How each kind of declared counter is held at its floor.
+_AT_LEAST: dict[str, Callable[[Any, Any], Any]] = {"total": max, "by_label": _at_least,
+                                                   "histogram": _histogram_at_least}

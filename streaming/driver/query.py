@@ -17,20 +17,26 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from streaming.cluster.config import KafkaConfig
 from streaming.cluster.metadata import TopicNames
+from streaming.decode.config import SourceConfig
 from streaming.decode.source import decoded_stream, excluded_groups, validate_group_patterns
+from streaming.driver.config import DriverConfig
 from streaming.driver.health import Health
 from streaming.driver.publish import Publisher
 from streaming.driver.rebuild import CheckpointCheck
 from streaming.driver.sink import BatchSink
-from streaming.groups.stage import StageLimits
+from streaming.groups.stage import GroupStage, StageLimits
 from streaming.groups.store import StateStore, last_committed_batch
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
-from streaming.options import JobOptions
 from streaming.protocol import BatchReport
 
 log = logging.getLogger("rebalance_monitor")
+
+# What the runner builds the sink with after each restore: the restored stage, its store, the dead-letter
+# log and whether to publish the restored state (see BatchSink).
+SinkFactory = Callable[[GroupStage, StateStore, DeadLetterLog, bool], BatchSink]
 
 # Spark runs a regex that recurses once per character over a failed foreachBatch's error (see
 # short_errors); on a default thread stack it overflowed at 2,000 characters.
@@ -84,17 +90,19 @@ class QueryRunner:
 
     name = "streaming-query"
 
-    def __init__(self, spark: Any, options: JobOptions, publisher: Publisher, event_log: EventLog,
+    def __init__(self, spark: Any, driver: DriverConfig, source: SourceConfig, kafka: KafkaConfig,
+                 limits: StageLimits, make_sink: SinkFactory, publisher: Publisher, event_log: EventLog,
                  topic_names: TopicNames, health: Health | None = None,
                  checkpoint_check: CheckpointCheck | None = None) -> None:
         self.spark = spark
         self.checkpoint_check = checkpoint_check
         self.health = health
-        self.options = options
+        self.driver, self.source, self.kafka, self.limits = driver, source, kafka, limits
+        self.make_sink = make_sink
         self.publisher = publisher
         self.event_log = event_log
         self.topic_names = topic_names
-        self.state_store = StateStore(options.driver.monitor_dir / "state")
+        self.state_store = StateStore(driver.monitor_dir / "state")
         self.sink: BatchSink | None = None
         self.query: Any = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
@@ -103,7 +111,7 @@ class QueryRunner:
         self._from_beginning = False
 
     def start(self) -> None:
-        validate_group_patterns(self.options.source, self.spark)
+        validate_group_patterns(self.source, self.spark)
         self._check_checkpoint()
         self._restore(publish=True)
         self._start_query()
@@ -123,7 +131,7 @@ class QueryRunner:
         if self.checkpoint_check is None or not self.checkpoint_check.run():
             return False
         self._from_beginning = True
-        self.event_log.follow(self.options.driver.checkpoint_dir / "spark")  # the new query id, once Spark writes it
+        self.event_log.follow(self.driver.checkpoint_dir / "spark")  # the new query id, once Spark writes it
         return True
 
     def active(self) -> bool:
@@ -140,31 +148,28 @@ class QueryRunner:
 
     def _restore(self, publish: bool) -> None:
         """The group stage and the sink from the state of the last batch Spark committed."""
-        options = self.options
         started = time.monotonic()
-        limits = StageLimits.from_config(options.groups, options.source.dead_letter_max)
-        stage = self.state_store.load(last_committed_batch(options.driver.checkpoint_dir / "spark"), limits=limits,
+        stage = self.state_store.load(last_committed_batch(self.driver.checkpoint_dir / "spark"), limits=self.limits,
                                       facts=self.topic_names)
-        stage.forget(excluded_groups(self.spark, stage.groups, options.source))
-        dead_letters = DeadLetterLog(options.driver.monitor_dir / "dead-letters", options.source.topic,
-                                     options.source.dead_letter_max)
-        self.sink = BatchSink(options.groups, stage, self.state_store, self.publisher, self.event_log, dead_letters,
-                              self.topic_names, publish_restored=publish)
+        stage.forget(excluded_groups(self.spark, stage.groups, self.source))
+        dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
+                                     self.source.dead_letter_max)
+        self.sink = self.make_sink(stage, self.state_store, dead_letters, publish)
         log.info("restored %d groups from the checkpoint in %.2fs", len(stage.groups), time.monotonic() - started)
 
     def _start_query(self) -> None:
-        options, sink = self.options, self.sink
+        sink = self.sink
         assert sink is not None
         if self.health is not None:
             self.health.query_started()
-        checkpoint = options.driver.checkpoint_dir
+        checkpoint = self.driver.checkpoint_dir
         # A fresh Spark checkpoint starts at startingOffsets; a rebuild needs every record the topic kept.
-        source = replace(options.source, starting_offsets="earliest") if self._from_beginning else options.source
-        self.query = (decoded_stream(self.spark, options.kafka, source).writeStream
+        source = replace(self.source, starting_offsets="earliest") if self._from_beginning else self.source
+        self.query = (decoded_stream(self.spark, self.kafka, source).writeStream
                       # Unique per running job: one checkpoint never serves two jobs at once.
                       .queryName(f"rebalance-monitor:{checkpoint.resolve()}")
                       .option("checkpointLocation", str(checkpoint / "spark"))
-                      .trigger(processingTime=f"{options.driver.trigger_seconds} seconds")
+                      .trigger(processingTime=f"{self.driver.trigger_seconds} seconds")
                       .foreachBatch(short_errors(sink, lambda: self._stopping_run))
                       .start())
         log.info("query %s started (run %s)", self.query.id, self.query.runId)
@@ -185,7 +190,7 @@ class QueryRunner:
         try:
             if self.query is not None:
                 in_flight = self._last_batch_id()
-                deadline = time.monotonic() + self.options.driver.stop_drain_seconds
+                deadline = time.monotonic() + self.driver.stop_drain_seconds
                 while (self.query.isActive and self.query.status["isTriggerActive"]
                        and self._last_batch_id() == in_flight and time.monotonic() < deadline):
                     time.sleep(0.1)

@@ -26,9 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from decoders import DecodeError, decode
+from decoders.folding import fold_record
 from decoders.reader import uuid_text
 from decoders.records import CONSUMER_GROUP_TYPES, RecordType
-from streaming.decode.folding import fold_record
 from streaming.groups.config import GroupsConfig
 from streaming.groups.fold import apply_record, drop_expired, learn_topic_names
 from streaming.groups.model import GroupSnapshot, referenced_topic_ids

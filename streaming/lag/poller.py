@@ -36,6 +36,7 @@ from kafka import errors as Errors
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from streaming.cluster.client import LazyClient, config_values
+from streaming.cluster.errors import error_reason
 from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.timestamps import RecordTimestamps
 from streaming.lag.tracker import DEFAULT_LOOKUPS_PER_ROUND, LagTracker, TopicConfig
@@ -48,28 +49,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TOPIC_CONFIG_MAX_AGE_S = 600.0  # a topic's settings are read again after this long
 TOPIC_CONFIGS = ("message.timestamp.type", "retention.ms")
 QUICK_TIMEOUT_MS = 2000  # a scrape's own log-end fetch gives up after this long
-ERROR_REASONS = ("timeout", "connection", "unknown_topic_or_partition", "not_leader", "auth", "other")
-
-_NOT_LEADER = (Errors.NotLeaderForPartitionError, Errors.LeaderNotAvailableError, Errors.ReplicaNotAvailableError,
-               Errors.FencedLeaderEpochError, Errors.UnknownLeaderEpochError, Errors.KafkaStorageError,
-               Errors.OffsetNotAvailableError)
-
-
-def error_reason(exc: BaseException) -> str:
-    """One of :data:`ERROR_REASONS`: a bounded label for the error counter."""
-    if isinstance(exc, Errors.UnknownTopicOrPartitionError):
-        return "unknown_topic_or_partition"
-    if isinstance(exc, _NOT_LEADER):
-        return "not_leader"
-    if isinstance(exc, Errors.AuthorizationError | Errors.SaslAuthenticationFailedError):
-        return "auth"
-    if isinstance(exc, Errors.KafkaTimeoutError | Errors.RequestTimedOutError | TimeoutError):
-        return "timeout"
-    if isinstance(exc, Errors.KafkaConnectionError | Errors.NodeNotReadyError | ConnectionError):
-        return "connection"
-    return "other"
-
-
 def _partition_level(exc: BaseException) -> bool:
     """An error about some partitions of a call rather than the broker: worth splitting on."""
     return isinstance(exc, Errors.BrokerResponseError) and error_reason(exc) not in ("timeout", "connection")

@@ -325,7 +325,7 @@ class LagTracker:
             return self._last_round_at
 
     def errors(self) -> dict[str, int]:
-        """Poll errors so far by reason (see :data:`streaming.lag.poller.ERROR_REASONS`)."""
+        """Poll errors so far by reason (see :data:`streaming.cluster.errors.ERROR_REASONS`)."""
         with self._lock:
             return dict(self._errors)
 

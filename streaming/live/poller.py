@@ -15,7 +15,7 @@ Each round (every ``interval_s``):
 
 The cost per round is therefore 1 + brokers + coordinators-with-rebalancing-groups requests,
 whatever the number of groups; the instruments (requests by API, errors, the round's duration)
-are served at scrape time by :meth:`LivePoller.text`. Errors never end the thread.
+are read at scrape time through :meth:`LivePoller.stats`. Errors never end the thread.
 """
 
 from __future__ import annotations
@@ -25,17 +25,29 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaAdminClient
 
 from streaming.cluster.client import LazyClient
-from streaming.lag.poller import error_reason
+from streaming.cluster.errors import error_reason
 from streaming.lifecycle import PollingThread
 from streaming.live.view import StateView
-from streaming.metrics.live import poller_text
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LivePollStats:
+    """What the poller has done so far, for the exporter to render (:func:`streaming.metrics.live.poller_text`)."""
+
+    rounds: int = 0
+    requests: Mapping[str, int] = field(default_factory=dict)  # by Kafka API
+    errors: Mapping[str, int] = field(default_factory=dict)  # by reason (streaming.cluster.errors)
+    last_seconds: float = 0.0  # the last round's duration
+    groups: int = 0  # groups the last answered round listed
+    last_ok_s: float = 0.0  # when a round last got an answer (epoch seconds)
 
 
 class LivePoller(PollingThread):
@@ -43,12 +55,11 @@ class LivePoller(PollingThread):
     :mod:`streaming.lifecycle`). ``admin_factory`` replaces the real client only where a test needs a
     failure a broker cannot produce on demand."""
 
-    def __init__(self, bootstrap_servers: str, view: StateView, cluster: str, interval_s: float,
+    def __init__(self, bootstrap_servers: str, view: StateView, interval_s: float,
                  describe_max: int, client_config: Mapping[str, Any] | None = None,
                  admin_factory: Callable[..., Any] = KafkaAdminClient) -> None:
         super().__init__("live-poller")
         self.view = view
-        self._cluster = cluster
         self._interval_s = interval_s
         self._describe_max = describe_max
         config = {"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-live",
@@ -137,8 +148,8 @@ class LivePoller(PollingThread):
                 if not description.get("error"):
                     self.view.live.described(name, len(description.get("members") or ()))
 
-    def text(self) -> bytes:
-        """The poller's instruments, for the exporter's scrape."""
+    def stats(self) -> LivePollStats:
+        """The poller's instruments as of now (rendered by the metrics stage at scrape time)."""
         with self._lock:
-            return poller_text(self._cluster, self.rounds, dict(self.requests), dict(self.errors), self.last_seconds,
-                               self.groups, self.last_ok_s)
+            return LivePollStats(self.rounds, dict(self.requests), dict(self.errors), self.last_seconds, self.groups,
+                                 self.last_ok_s)

@@ -22,9 +22,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from streaming.protocol import REBALANCE_DURATION_BUCKETS
+from streaming.protocol import REBALANCE_DURATION_BUCKETS, REBALANCING
 
-REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 SETTLED = frozenset({"Stable", "Empty"})
 CLASSIC = "classic"
 

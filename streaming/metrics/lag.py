@@ -17,10 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from streaming.lag.health import HealthWindows
+from streaming.lag.retention import LostRecords, margin
 from streaming.lag.tracker import LagTracker
 from streaming.lifecycle import PollingThread
-from streaming.live.health import HealthWindows
-from streaming.live.retention import LostRecords, margin
 from streaming.metrics import compat
 from streaming.metrics.exporter import Exporter
 from streaming.metrics.exposition import Family, Lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from streaming.live.poller import LivePollStats
 from streaming.live.view import Shown
 from streaming.metrics.exposition import Family, Lines, escape, number
 from streaming.metrics.groups import histogram
@@ -54,7 +55,7 @@ DEADLINE = Family("kafka_consumergroup_retention_deadline_timestamp_seconds", G,
 RETENTION_FAMILIES = (RECORDS_LOST, MARGIN, MIN_MARGIN, DEADLINE)
 HEALTH = Family("kafka_consumergroup_health", G,
                 "1 for the group's verdict over a sliding window: status OK, WARN or ERR, reason ok, rebalancing, "
-                "stopped, stalled, storm, rewinding or lagging (rules: streaming/live/health.py, docs/metrics.md).")
+                "stopped, stalled, storm, rewinding or lagging (rules: streaming/lag/health.py, docs/metrics.md).")
 
 POLLER_FAMILIES = {
     "rounds": Family("rebalance_monitor_live_polls_total", C, "Live group state polls done."),
@@ -102,15 +103,15 @@ def retention_lines(lines: Lines, group: str, margins: Mapping[TopicPartition, i
         lines.add(RECORDS_LOST, (("group", group), ("topic", topic)), lost.get(topic, 0))
 
 
-def poller_text(cluster: str, rounds: int, requests: Mapping[str, int], errors: Mapping[str, int],
-                seconds: float, groups: int, last_s: float) -> bytes:
+def poller_text(cluster: str, stats: LivePollStats) -> bytes:
     """The live poller's instruments as exposition text."""
     c = f'cluster="{escape(cluster)}"'
     f = POLLER_FAMILIES
-    parts = [f["rounds"].header.decode(), f"{f['rounds'].name}{{{c}}} {rounds}\n", f["requests"].header.decode()]
-    parts += [f'{f["requests"].name}{{{c},api="{api}"}} {count}\n' for api, count in sorted(requests.items())]
+    parts = [f["rounds"].header.decode(), f"{f['rounds'].name}{{{c}}} {stats.rounds}\n", f["requests"].header.decode()]
+    parts += [f'{f["requests"].name}{{{c},api="{api}"}} {count}\n' for api, count in sorted(stats.requests.items())]
     parts.append(f["errors"].header.decode())
-    parts += [f'{f["errors"].name}{{{c},reason="{reason}"}} {count}\n' for reason, count in sorted(errors.items())]
-    for key, value in (("seconds", seconds), ("groups", groups), ("last", last_s)):
+    parts += [f'{f["errors"].name}{{{c},reason="{reason}"}} {count}\n'
+              for reason, count in sorted(stats.errors.items())]
+    for key, value in (("seconds", stats.last_seconds), ("groups", stats.groups), ("last", stats.last_ok_s)):
         parts += [f[key].header.decode(), f"{f[key].name}{{{c}}} {number(value)}\n"]
     return "".join(parts).encode()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from streaming.live.poller import LivePollStats
 from streaming.metrics.live import poller_text
 from streaming.metrics.runtime import register_runtime
 from tests.unit.metrics.test_compat import publisher
@@ -30,7 +31,7 @@ def documented() -> set[str]:
 def served() -> dict[str, str]:
     pub = publisher("kafka_exporter")
     register_runtime(pub.instruments.registry, "c", None)
-    pub.exporter.add_source(lambda: poller_text("c", 0, {}, {}, 0.0, 0, 0.0))  # the job adds the live poller's
+    pub.exporter.add_source(lambda: poller_text("c", LivePollStats()))  # the job adds the live poller's
     text = pub.exporter.render().decode()
     return {f.name + ("_total" if f.type == "counter" else ""): f.type for f in text_string_to_metric_families(text)}
 

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from decoders import decode
-from streaming.decode.folding import fold_record
+from decoders.folding import fold_record
 from streaming.decode.stage import commit_segments, latest_commits, make_decoder
 from streaming.groups.offsets import CommittedOffset
 from streaming.groups.stage import GroupStage

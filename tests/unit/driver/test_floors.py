@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+from typing import get_type_hints
+
 from streaming.driver.floors import CounterFloors
-from streaming.protocol import GroupSummary
+from streaming.protocol import SUMMARY_COUNTERS, GroupSummary
 
 
 def summary(group: str = "g", rebalances: int = 0) -> GroupSummary:
@@ -40,3 +43,35 @@ def test_a_forgotten_group_starts_again_from_its_own_counts() -> None:
     assert floors.hold_commits("g", 2) is None
     shown, commits = floors.hold(summary(rebalances=1), 2)
     assert (shown.rebalances_total, commits) == (1, 2)
+
+
+def raised(value: object) -> object:
+    """A declared counter's value with every count above the test summary's."""
+    if isinstance(value, dict):
+        return {"members_joined": 7, "left_cleanly": 7}
+    if isinstance(value, tuple):
+        return (5, 6, 7)
+    return 7
+
+
+def test_every_declared_counter_is_held_at_what_was_last_published() -> None:
+    """Derived from the declaration: a counter added to GroupSummary has its floor without a change here."""
+    assert {name for name, _ in SUMMARY_COUNTERS} >= {"rebalances_total", "rebalance_causes", "departures",
+                                                      "rebalance_durations", "rebalance_duration_sum_ms"}
+    floors = CounterFloors()
+    high = replace(summary(), **{name: raised(getattr(summary(), name)) for name, _ in SUMMARY_COUNTERS})
+    floors.hold(high, 0)
+    shown, _ = floors.hold(summary(), 0)  # a re-run batch that counted less
+    for name, _ in SUMMARY_COUNTERS:
+        value = getattr(shown, name)
+        assert value == getattr(high, name), (name, value)
+
+
+def test_every_counter_like_field_of_the_summary_is_declared() -> None:
+    """Totals, sums and counts by label go without a floor only by mistake: each is declared a counter."""
+    declared = {name for name, _ in SUMMARY_COUNTERS}
+    hints = get_type_hints(GroupSummary)
+    counter_like = {f.name for f in fields(GroupSummary)
+                    if f.name.endswith(("_total", "_sum_ms")) or hints[f.name] == dict[str, int]
+                    or f.name.endswith("_durations")}
+    assert counter_like <= declared, counter_like - declared

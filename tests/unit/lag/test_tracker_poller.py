@@ -20,8 +20,9 @@ from kafka import errors as Errors
 from kafka.admin import NewTopic
 
 from decoders.reader import uuid_text
+from streaming.cluster.errors import ERROR_REASONS
 from streaming.lag.history import LogEndRing, appended_at
-from streaming.lag.poller import ERROR_REASONS, OFFSETS_TOPIC, LogEndPoller, error_reason
+from streaming.lag.poller import OFFSETS_TOPIC, LogEndPoller
 from streaming.lag.tracker import LagTracker, RecordTime
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, wait_until
@@ -257,15 +258,6 @@ def test_errors_accumulate_and_a_round_that_fetched_nothing_keeps_the_last_time(
     tracker.record_round(0.0, {"timeout": 2, "auth": 1})
     assert tracker.errors() == {"timeout": 3, "auth": 1}
     assert tracker.last_round_at() == 100.0
-
-
-def test_error_reasons_are_bounded():
-    assert error_reason(Errors.UnknownTopicOrPartitionError()) == "unknown_topic_or_partition"
-    assert error_reason(Errors.NotLeaderForPartitionError()) == "not_leader"
-    assert error_reason(Errors.TopicAuthorizationFailedError()) == "auth"
-    assert error_reason(Errors.KafkaTimeoutError()) == "timeout"
-    assert error_reason(Errors.KafkaConnectionError()) == "connection"
-    assert error_reason(ValueError()) == "other"
 
 
 def test_kafka_uuid_text():

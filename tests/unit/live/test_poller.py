@@ -10,6 +10,7 @@ from kafka import errors as Errors
 from streaming.live.poller import LivePoller
 from streaming.live.state import LiveStates
 from streaming.live.view import StateView
+from streaming.metrics.live import poller_text
 
 
 class TwoBrokers:
@@ -45,7 +46,7 @@ class TwoBrokers:
 
 def test_a_broker_that_fails_keeps_its_groups_and_counts_the_error():
     live = LiveStates()
-    poller = LivePoller("unused:9092", StateView(live, lambda *_: None, 30.0), "c", 10.0, 10, admin_factory=TwoBrokers)
+    poller = LivePoller("unused:9092", StateView(live, lambda *_: None, 30.0), 10.0, 10, admin_factory=TwoBrokers)
     poller.poll_once()
     assert {g: live.get(g).state for g in ("a", "b")} == {"a": "PreparingRebalance", "b": "Stable"}  # type: ignore[union-attr]
     assert live.get("old") is None
@@ -54,9 +55,11 @@ def test_a_broker_that_fails_keeps_its_groups_and_counts_the_error():
     TwoBrokers.failing = True
     poller.poll_once()
     assert live.get("b") is not None  # not forgotten: its broker did not answer
-    text = poller.text().decode()
-    assert 'rebalance_monitor_live_poll_errors_total{cluster="c",reason="timeout"} 1' in text
-    assert 'rebalance_monitor_live_requests_total{cluster="c",api="ListGroups"} 4' in text
-    assert 'rebalance_monitor_live_requests_total{cluster="c",api="DescribeGroups"} 2' in text
-    assert 'rebalance_monitor_live_groups{cluster="c"} 1' in text  # listed this round: a (old has no state)
+    stats = poller.stats()
+    assert stats.rounds == 2 and stats.errors == {"timeout": 1}
+    assert stats.requests["ListGroups"] == 4 and stats.requests["DescribeGroups"] == 2
+    assert stats.groups == 1  # listed this round: a (old has no state)
+    rendered = poller_text("c", stats).decode()
+    assert 'rebalance_monitor_live_poll_errors_total{cluster="c",reason="timeout"} 1' in rendered
+    assert 'rebalance_monitor_live_requests_total{cluster="c",api="ListGroups"} 4' in rendered
     poller.stop()

@@ -6,7 +6,7 @@ lag series; ``commits`` says when the group last wrote a commit at each refresh.
 
 from __future__ import annotations
 
-from streaming.live.health import HealthWindows, Sample, evaluate
+from streaming.lag.health import HealthWindows, Sample, evaluate
 
 T0 = 1_700_000_000.0
 

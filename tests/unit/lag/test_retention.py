@@ -5,8 +5,8 @@ from __future__ import annotations
 from streaming.driver.publish import build_publishing
 from streaming.groups.offsets import CommittedOffset, PartitionOffsets
 from streaming.groups.stage import GroupOffsets
+from streaming.lag.retention import LostRecords
 from streaming.lag.tracker import LagTracker, RecordTime, TopicConfig
-from streaming.live.retention import LostRecords
 from tests.unit.metrics.test_exporter import Clock, orders_summary, scrape
 
 TP = ("t", 0)

@@ -33,8 +33,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from streaming.live.state import REBALANCING
-from streaming.protocol import TopicPartition
+from streaming.protocol import REBALANCING, TopicPartition
 
 STATUSES = ("OK", "WARN", "ERR")
 REASONS = ("ok", "rebalancing", "stopped", "stalled", "storm", "rewinding", "lagging")
