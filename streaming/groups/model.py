@@ -39,8 +39,8 @@ Assignment = dict[str, list[int]]
 
 
 @dataclass
-class ClassicMember:
-    """One member of a classic group, from the type 2 value's member array."""
+class MemberIdentity:
+    """Who a member is and the timeouts it joined with: what a classic member and a boundary's member share."""
 
     member_id: str
     instance_id: str | None = None
@@ -48,12 +48,19 @@ class ClassicMember:
     client_host: str = ""
     session_timeout_ms: int | None = None
     rebalance_timeout_ms: int | None = None
-    subscribed_topics: list[str] = field(default_factory=list)
-    assigned: Assignment = field(default_factory=dict)
 
     @property
     def owner(self) -> str:
+        """The key its partitions are owned under: a static member's instance id outlives its member ids."""
         return self.instance_id or self.member_id
+
+
+@dataclass
+class ClassicMember(MemberIdentity):
+    """One member of a classic group, from the type 2 value's member array."""
+
+    subscribed_topics: list[str] = field(default_factory=list)
+    assigned: Assignment = field(default_factory=dict)
 
 
 @dataclass
@@ -138,19 +145,13 @@ class ConsumerState:
 
 
 @dataclass
-class BoundaryMember:
+class BoundaryMember(MemberIdentity):
     """What a boundary remembers of each member: enough to explain its departure later.
 
     ``subscription`` is the sorted subscribed topic names (a KIP-848 regex as
     ``"regex:<pattern>"``).
     """
 
-    member_id: str
-    instance_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    session_timeout_ms: int | None = None
-    rebalance_timeout_ms: int | None = None
     subscription: list[str] = field(default_factory=list)
 
 

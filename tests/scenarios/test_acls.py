@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,12 +31,12 @@ from kafka.admin import (
     ResourcePattern,
     ResourceType,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.logs.events import EventLog
 from testbed.broker import LocalKafka, acl_command, run_kafka_tool
 from testbed.workload import Admin, Member, start_members
-from tests.support.monitor_helpers import JOB_START_TIMEOUT_S, Samples, series, wait_for_url
+from tests.support.exposition import Samples, fetch, series
+from tests.support.monitor_helpers import JOB_START_TIMEOUT_S, wait_for_url
 
 pytestmark = pytest.mark.slow
 
@@ -100,12 +99,6 @@ def start_job(broker: LocalKafka, workdir: Path, output: Path) -> subprocess.Pop
         return subprocess.Popen(command, cwd=workdir, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def scrape(url: str) -> Samples:
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
 def kip848_supported(broker: LocalKafka) -> bool:
     """confluent-kafka's KIP-848 consumer needs ConsumerGroupHeartbeat v1 (Kafka 4.0+)."""
     client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
@@ -161,7 +154,7 @@ def test_documented_acls_are_enough(acl_broker: LocalKafka, tmp_path: Path) -> N
 
         deadline = time.monotonic() + JOB_START_TIMEOUT_S
         samples: Samples = {}
-        while time.monotonic() < deadline and job.poll() is None and missing(samples := scrape(url)):
+        while time.monotonic() < deadline and job.poll() is None and missing(samples := fetch(url)):
             time.sleep(1)
         if missing(samples):
             shown = {k: v for k, v in samples.items() if "acl-" in str(k) or "poll_errors" in k[0]}

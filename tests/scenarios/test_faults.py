@@ -26,6 +26,7 @@ from testbed.broker import LocalKafka
 from testbed.prometheus import fast_rules
 from testbed.workload import Admin, leave_all, start_members, wait_balanced, wait_until
 from tests.conftest import PROMETHEUS_MAJORS, prometheus_tool
+from tests.support.exposition import Samples, series, value
 from tests.support.fault_helpers import (
     REPO,
     Churn,
@@ -40,7 +41,6 @@ from tests.support.fault_helpers import (
     kafka_view,
     kill_mid_batch,
 )
-from tests.support.monitor_helpers import Samples, series, value
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,8 @@ import urllib.request
 import pytest
 
 from benchmarks.synthetic import Workload, backlog, produce
-from tests.support.monitor_helpers import scrape, series, start_monitor, value
+from tests.support.exposition import series, value
+from tests.support.monitor_helpers import scrape, start_monitor
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,8 @@ from tests.support.decoder_encoder import (
     random_fields,
     uvarint,
 )
-from tests.support.monitor_helpers import Samples, series, start_monitor, value, wait_for
+from tests.support.exposition import Samples, series, value
+from tests.support.monitor_helpers import start_monitor, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,8 @@ import pytest
 from streaming.advisor.command import advise_command
 from streaming.groups.store import load_snapshot
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
-from tests.support.monitor_helpers import owner_changes, series, value, wait_for, wait_generation
+from tests.support.exposition import series, value
+from tests.support.monitor_helpers import owner_changes, wait_for, wait_generation
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ from decoders import decode
 from streaming.logs.dead_letters import print_dead_letters
 from testbed.workload import Member, start_members, wait_balanced
 from tests.support.decoder_encoder import encode_key
-from tests.support.monitor_helpers import scrape, series, start_monitor, value, wait_for
+from tests.support.exposition import series, value
+from tests.support.monitor_helpers import scrape, start_monitor, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,9 @@ from decoders.batch import decode_batch
 from decoders.reader import uuid_text
 from streaming.cluster.metadata import TopicMetadata
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
+from tests.support.exposition import Samples, series, value
 from tests.support.lag_helpers import describe_group, describe_members
-from tests.support.monitor_helpers import Samples, scrape, series, value, wait_for
+from tests.support.monitor_helpers import scrape, wait_for
 
 pytestmark = pytest.mark.slow
 

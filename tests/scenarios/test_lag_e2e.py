@@ -12,8 +12,9 @@ import pytest
 from kafka import KafkaProducer
 
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
+from tests.support.exposition import Samples, series, value
 from tests.support.lag_helpers import describe_groups, produce, record_timestamp
-from tests.support.monitor_helpers import Samples, scrape, series, value, wait_for
+from tests.support.monitor_helpers import scrape, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -32,8 +32,9 @@ from streaming.job import Monitor
 from streaming.options import parse_args
 from testbed.broker import java_command, kafka_version
 from testbed.workload import Admin, Member, wait_until
+from tests.support.exposition import Samples, value
 from tests.support.lag_helpers import describe_groups, record_timestamp
-from tests.support.monitor_helpers import Samples, scrape, value, wait_for
+from tests.support.monitor_helpers import scrape, wait_for
 
 RATE = 100
 ROUNDS = 8

@@ -24,7 +24,8 @@ from kafka.structs import OffsetAndMetadata
 from streaming.job import Monitor
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, Member, wait_until
-from tests.support.monitor_helpers import Samples, scrape, series, start_monitor, value, wait_for
+from tests.support.exposition import Samples, series, value
+from tests.support.monitor_helpers import scrape, start_monitor, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,9 @@ import pytest
 from testbed.broker import LocalKafka
 from testbed.prometheus import LocalPrometheus
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
+from tests.support.exposition import series, value
 from tests.support.lag_helpers import record_timestamp
-from tests.support.monitor_helpers import scrape, series, start_monitor, value, wait_for
+from tests.support.monitor_helpers import scrape, start_monitor, wait_for
 
 pytestmark = pytest.mark.slow
 

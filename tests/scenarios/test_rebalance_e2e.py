@@ -22,7 +22,8 @@ import pytest
 
 from streaming.protocol import RebalanceEvent
 from testbed.workload import Admin, Member, leave_all, start_members, wait_balanced, wait_until
-from tests.support.monitor_helpers import Samples, scrape, series, value, wait_for, wait_generation
+from tests.support.exposition import Samples, series, value
+from tests.support.monitor_helpers import scrape, wait_for, wait_generation
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,8 @@ from kafka.structs import OffsetAndMetadata
 from decoders import decode
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
-from tests.support.monitor_helpers import scrape, start_monitor, value, wait_for
+from tests.support.exposition import value
+from tests.support.monitor_helpers import scrape, start_monitor, wait_for
 
 pytestmark = pytest.mark.slow
 

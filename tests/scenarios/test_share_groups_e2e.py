@@ -14,7 +14,8 @@ import pytest
 
 from testbed.broker import java_command, run_kafka_tool
 from testbed.workload import wait_until
-from tests.support.monitor_helpers import value, wait_for
+from tests.support.exposition import value
+from tests.support.monitor_helpers import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,8 @@ import pytest
 from testbed.broker import KAFKA_CONFIG_DIR
 from testbed.jvm import kafka_jars, kafka_streams_jars
 from testbed.workload import wait_until
-from tests.support.monitor_helpers import series, value, wait_for
+from tests.support.exposition import series, value
+from tests.support.monitor_helpers import wait_for
 
 pytestmark = pytest.mark.slow
 

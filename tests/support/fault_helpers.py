@@ -29,7 +29,7 @@ from streaming.logs.events import EventLog
 from streaming.protocol import RebalanceEvent
 from testbed.broker import free_port
 from testbed.workload import Admin, Member, leave_all, wait_until
-from tests.support.monitor_helpers import Samples, value
+from tests.support.exposition import Samples, value
 
 REPO = Path(__file__).resolve().parents[2]
 # Series that depend on when they are scraped, not on the records read: lag, and the assignor

@@ -5,18 +5,15 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.job import Monitor
 from streaming.options import parse_args
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+from tests.support.exposition import Samples, fetch, value
 
 
 def start_monitor(spark: Any, bootstrap: str, workdir: Path, *extra: str) -> Monitor:
@@ -27,25 +24,7 @@ def start_monitor(spark: Any, bootstrap: str, workdir: Path, *extra: str) -> Mon
 
 
 def scrape(monitor: Monitor) -> Samples:
-    text = urllib.request.urlopen(monitor.metrics_url, timeout=10).read().decode()
-    samples: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    """The value of the one series of ``name`` whose labels include ``labels``."""
-    wanted = set(labels.items())
-    found = [v for (n, ls), v in samples.items() if n == name and wanted <= ls]
-    assert len(found) <= 1, f"{name}{labels} matches {len(found)} series"
-    return found[0] if found else None
-
-
-def series(samples: Samples, name: str, **labels: str) -> dict[frozenset[tuple[str, str]], float]:
-    wanted = set(labels.items())
-    return {ls: v for (n, ls), v in samples.items() if n == name and wanted <= ls}
+    return fetch(monitor.metrics_url)
 
 
 def wait_for(monitor: Monitor, check: Callable[[Samples], bool], what: str, timeout: float = 90) -> Samples:

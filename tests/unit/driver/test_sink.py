@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from streaming.cluster.metadata import TopicNames
 from streaming.driver.publish import build_publishing
@@ -18,7 +17,9 @@ from streaming.lag.tracker import LagTracker
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
 from streaming.protocol import BatchInput
+from tests.support import exposition
 from tests.support.decoder_encoder import encode_key
+from tests.support.exposition import Samples, parse
 from tests.support.stage_records import commit, generation, kafka_batch
 from tests.unit.decode.test_stage import run_task
 
@@ -29,15 +30,13 @@ def batch(rows: list, first_offset: int, time_ms: int = TS) -> BatchInput:
     return BatchInput.from_arrow(run_task(kafka_batch(rows, first_offset=first_offset, time_ms=time_ms)))
 
 
-def series(sink: BatchSink) -> dict[tuple[str, frozenset], float]:
-    text = sink.publisher.exporter.render().decode()
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
+def series(sink: BatchSink) -> Samples:
+    return parse(sink.publisher.exporter.render().decode())
 
 
 def value(sink: BatchSink, name: str, **labels: str) -> float | None:
-    found = [v for (n, ls), v in series(sink).items() if n == name and set(labels.items()) <= ls]
-    return found[0] if found else None
+    found = exposition.series(series(sink), name, **labels)
+    return next(iter(found.values())) if found else None
 
 
 def make_sink(tmp_path: Path, config: GroupsConfig | None = None) -> BatchSink:
