@@ -76,7 +76,7 @@ def test_samples_older_than_the_window_do_not_count():
 
 
 def test_verdict_reaches_metrics_as_one_series_per_group():
-    from tests.unit.metrics.test_exporter import make_exporter, scrape
+    from tests.support.publishing import make_exporter, scrape
 
     publisher, _ = make_exporter()
     samples = scrape(publisher)[0]

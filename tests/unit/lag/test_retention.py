@@ -7,7 +7,7 @@ from streaming.groups.offsets import CommittedOffset, PartitionOffsets
 from streaming.groups.stage import GroupOffsets
 from streaming.lag.retention import LostRecords
 from streaming.lag.tracker import LagTracker, RecordTime, TopicConfig
-from tests.unit.metrics.test_exporter import Clock, orders_summary, scrape
+from tests.support.publishing import Clock, orders_summary, scrape
 
 TP = ("t", 0)
 

@@ -8,7 +8,7 @@ from streaming.driver.publish import build_publishing
 from streaming.lag.tracker import LagTracker
 from streaming.live.state import LiveGroup, LiveStates
 from streaming.live.view import FromOffsets, choose
-from tests.unit.metrics.test_exporter import orders_summary, scrape
+from tests.support.publishing import orders_summary, scrape
 
 CLASSIC = "classic"
 

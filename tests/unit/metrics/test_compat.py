@@ -6,7 +6,7 @@ import pytest
 
 from streaming.driver.publish import build_publishing
 from streaming.lag.tracker import LagTracker
-from tests.unit.metrics.test_exporter import (
+from tests.support.publishing import (
     NOW,
     ORDERS_ASSIGNMENTS,
     ORDERS_OFFSETS,
