@@ -26,7 +26,6 @@ import threading
 import time
 from typing import Any
 
-from streaming.advisor.background import AdvisorPass
 from streaming.cluster.client import (
     KafkaAccessError,
     UnsupportedKafkaOption,
@@ -39,10 +38,12 @@ from streaming.cluster.client import (
 from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.driver.config import STOP_SECONDS
 from streaming.driver.health import Health
+from streaming.driver.lag_render import ScrapeText
 from streaming.driver.progress import ProgressWatcher
 from streaming.driver.publish import build_publishing
 from streaming.driver.query import QueryRunner
 from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
+from streaming.driver.refresh import LagRefresh
 from streaming.driver.retry import RetryClock
 from streaming.driver.sink import BatchSink
 from streaming.groups.stage import GroupStage, StageLimits
@@ -55,13 +56,11 @@ from streaming.live.poller import LivePoller
 from streaming.logformat import configure_logging
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
-from streaming.metrics.live import poller_text
 from streaming.metrics.runtime import register_runtime
 from streaming.metrics.server import MetricsServer
 from streaming.options import JobOptions, parse_args
 
 log = logging.getLogger("rebalance_monitor")
-
 
 
 class Monitor:
@@ -74,24 +73,27 @@ class Monitor:
         client_config = client_config_from_kafka_options(options.kafka.kafka_options)
         self.tracker = LagTracker(interval_s=options.lag.poll_seconds,
                                   append_time_topics=options.lag.append_time_topics)
-        self.publisher = build_publishing(metrics.cluster, self.tracker, metrics.lag_granularity, metrics.max_series,
-                                          metrics.member_labels, metrics.compat, options.live.poll_seconds)
-        self.exporter, self.instruments = self.publisher.exporter, self.publisher.instruments
-        self.advisor = self.publisher.advisor = AdvisorPass(self.publisher.publish_advice)
         self.poller = LogEndPoller(options.kafka.bootstrap_servers, self.tracker,
                                    interval_s=options.lag.poll_seconds, client_config=client_config)
-        if options.lag.max_age_seconds > 0:
-            self.publisher.lag.refresh_on_scrape(self.poller.fetch_log_ends, options.lag.max_age_seconds,
-                                                 self.poller.fetch_committed)
-            self.exporter.add_before_render(self.publisher.lag.freshen)
         self.metadata = TopicMetadata(options.kafka.bootstrap_servers, client_config)
         self.topic_names = TopicNames(self.metadata.names_by_id, self.metadata.consumer_session_timeout_ms)
-        self.publisher.lag.count_unresolved_topic_ids(self.topic_names.unresolved)
         self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records)
-        self.publisher.lag.add_refresh_hook(self.health.refresh)
+        live = options.live.poll_seconds > 0
+        self.scrape_text = ScrapeText(metrics.cluster, self.tracker, self.topic_names.unresolved,
+                                      metrics.compat == "kafka_exporter", live=live)
+        fresh = options.lag.max_age_seconds > 0
+        self.publisher = build_publishing(
+            metrics.cluster, self.tracker, metrics.lag_granularity, metrics.max_series, metrics.member_labels,
+            metrics.compat, options.live.poll_seconds, text=self.scrape_text, advisor=True,
+            fetch_log_ends=self.poller.fetch_log_ends if fresh else None, max_age_s=options.lag.max_age_seconds,
+            fetch_committed=self.poller.fetch_committed if fresh else None, on_refresh=(self.health.refresh,))
+        self.exporter, self.instruments = self.publisher.exporter, self.publisher.instruments
+        assert self.publisher.advisor is not None
+        self.advisor = self.publisher.advisor
+        self.lag_refresh = LagRefresh(self.publisher.book)
         self.instruments.ready.labels(metrics.cluster).set_function(lambda: float(self.health.ready()[0]))
         register_runtime(self.instruments.registry, metrics.cluster, lambda: spark.sparkContext._jvm)
-        self.server = MetricsServer(self.exporter.render, metrics.host, metrics.port, tls_cert=metrics.tls_cert,
+        self.server = MetricsServer(self.publisher.scrape, metrics.host, metrics.port, tls_cert=metrics.tls_cert,
                                     tls_key=metrics.tls_key, basic_auth_file=metrics.basic_auth_file,
                                     healthy=self.health.healthy, ready=self.health.ready)
         self.event_log = EventLog(options.driver.event_log_path)
@@ -100,6 +102,7 @@ class Monitor:
             options.driver.rebuild_after_seconds,
             lambda: describe_delete_retention(options.kafka.bootstrap_servers, client_config, topic), topic),
             self.instruments)
+
         def make_sink(stage: GroupStage, store: StateStore, dead_letters: DeadLetterLog, publish: bool) -> BatchSink:
             return BatchSink(options.groups, stage, store, self.publisher, self.event_log, dead_letters,
                              self.topic_names, publish_restored=publish)
@@ -109,14 +112,13 @@ class Monitor:
                                   self.publisher, self.event_log, self.topic_names, self.health, self.checkpoint_check)
         self.progress = ProgressWatcher(self.instruments, lambda: self.runner.query, self.runner.last_report,
                                         self.health, min(1.0, options.driver.trigger_seconds))
-        components: list[Component] = [self.server, self.metadata, self.runner, self.progress, self.publisher.lag,
+        components: list[Component] = [self.server, self.metadata, self.runner, self.progress, self.lag_refresh,
                                        self.advisor, self.poller]
         self.live_poller: LivePoller | None = None
-        if options.live.poll_seconds > 0:
+        if live:
             self.live_poller = LivePoller(options.kafka.bootstrap_servers, self.publisher.states,
-                                          options.live.poll_seconds, options.live.describe_max, client_config)
-            live_poller = self.live_poller
-            self.exporter.add_source(lambda: poller_text(metrics.cluster, live_poller.stats()))
+                                          options.live.poll_seconds, options.live.describe_max, client_config,
+                                          on_round=self.scrape_text.live_round)
             components.append(self.live_poller)
         self.lifecycle = Lifecycle(components)
 

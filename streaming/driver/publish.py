@@ -1,25 +1,28 @@
 """What the driver does with a group once a batch changed it: its series, its lag, the advisor.
 
 The group stage hands over summaries and offsets; :class:`Publisher` renders the group series
-(:mod:`streaming.metrics.groups`) into the exporter, gives the lag series what lag is computed
-over (:mod:`streaming.metrics.lag`, which tells the lag tracker what to poll) and offers the
-group to the assignor advisor, whose results it renders back. The group's state series go
-through the state view (:mod:`streaming.live.view`), which reconciles the offsets topic's
-state with the live poll's. The exporter only stores.
+(:mod:`streaming.metrics.groups`) into the exporter, gives the lag book what lag is computed over
+(:mod:`streaming.lag.book`, which tells the lag tracker what to poll and hands its rows back to be
+rendered, :mod:`streaming.driver.lag_render`) and offers the group to the assignor advisor, whose
+results are rendered back. The group's state series go through the state view
+(:mod:`streaming.live.view`), which reconciles the offsets topic's state with the live poll's.
+The exporter only stores.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from streaming.advisor.background import AdvisorPass
 from streaming.driver.floors import CounterFloors
+from streaming.driver.lag_render import LagLines, ScrapeText
 from streaming.groups.boundary import CHURN_WINDOW_MS
 from streaming.groups.model import referenced_topic_ids
 from streaming.groups.offsets import CommittedOffsets
 from streaming.groups.stage import GroupOffsets, GroupStage
+from streaming.lag.book import LagBook
 from streaming.lag.tracker import LagTracker
 from streaming.live.config import DEFAULT_INTERVAL_S as LIVE_INTERVAL_S
 from streaming.live.state import LiveStates
@@ -37,7 +40,7 @@ from streaming.metrics.groups import (
     offset_lines,
 )
 from streaming.metrics.instruments import JobMetrics
-from streaming.metrics.lag import LAG_FAMILIES, LagSeries, member_partitions
+from streaming.metrics.lag import LAG_FAMILIES, member_partitions
 from streaming.metrics.live import HEALTH, LIVE_FAMILIES, LIVE_NAMES, RETENTION_FAMILIES, state_lines
 from streaming.protocol import GroupSummary, TopicPartition
 
@@ -45,11 +48,11 @@ from streaming.protocol import GroupSummary, TopicPartition
 class Publisher:
     """Publishes changed and removed groups to the metrics and the advisor."""
 
-    def __init__(self, exporter: Exporter, lag: LagSeries, instruments: JobMetrics,
+    def __init__(self, exporter: Exporter, book: LagBook, instruments: JobMetrics,
                  advisor: AdvisorPass | None = None, per_partition: bool = True, member_mode: str = "client",
                  kafka_exporter: bool = False, live_poll_seconds: float = LIVE_INTERVAL_S) -> None:
         self.exporter = exporter
-        self.lag = lag
+        self.book = book
         self.instruments = instruments
         self.advisor = advisor
         self.per_partition = per_partition
@@ -80,7 +83,7 @@ class Publisher:
         committed = offsets.offsets.committed()
         self.exporter.put(group, offset_lines(self.cluster, group, committed, commits_total, self.per_partition),
                           OFFSET_NAMES)
-        self.lag.update(group, committed, None, offsets.last_commit_ms / 1000)
+        self.book.update(group, committed, None, offsets.last_commit_ms / 1000)
 
     def _may_move(self, stage: GroupStage, group: str, now_ms: int) -> bool:
         """Member churn was shown at the last publish or a member change is inside its window now (the window
@@ -106,16 +109,16 @@ class Publisher:
         lines = group_lines(self.cluster, shown, committed, commits_total,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
-        self.lag.health.rebalanced(group, summary.rebalances_total, time.time())
+        self.book.rebalanced(group, summary.rebalances_total, time.time())
         self.states.from_offsets(summary)
-        self.lag.update(group, committed, member_partitions(summary, assignments, self.member_mode),
+        self.book.update(group, committed, member_partitions(summary, assignments, self.member_mode),
                         offsets.last_commit_ms / 1000 if offsets else 0.0)
         if self.advisor is not None:
             self.advisor.offer(summary, assignments)
 
     def remove(self, group: str) -> None:
-        """A deleted or expired group: the lag series first, so a lag refresh cannot put it back."""
-        self.lag.remove(group)
+        """A deleted or expired group: the lag book first, so a lag refresh cannot put it back."""
+        self.book.remove(group)
         self.states.forget(group)
         self.exporter.remove(group)
         self.floors.forget(group)
@@ -126,27 +129,45 @@ class Publisher:
     def _put_state(self, group: str, shown: Shown, durations: tuple[tuple[int, ...], float]) -> None:
         """The state view's result for ``group`` (the sink's or the live poller's thread): only while the group
         is exported, so a poll cannot bring back a group that was removed."""
-        self.lag.health.state(group, shown.state)
+        self.book.state(group, shown.state)
         self.exporter.put(group, state_lines(self.cluster, group, shown, durations), LIVE_NAMES, if_present=True)
-
-    def publish_advice(self, group: str, ratios: Mapping[str, float] | None) -> None:
-        """The advisor pass's result (its own thread): into the group's series while it is exported."""
-        self.exporter.put(group, advice_lines(self.cluster, group, ratios), (ADVISOR_FAMILY.name,), if_present=True)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Around a batch's fold (see :meth:`streaming.metrics.lag.LagSeries.batch`)."""
-        with self.lag.batch():
+        """Around a batch's fold (see :meth:`streaming.lag.book.LagBook.batch`)."""
+        with self.book.batch():
             yield
+
+    def scrape(self) -> bytes:
+        """What ``/metrics`` serves: the lag freshened as Kafka's own tool would show it, then everything."""
+        self.book.freshen()
+        return self.exporter.render()
+
+
+class AdviceLines:
+    """The advisor pass's results (its own thread), rendered into a group's series while it is exported."""
+
+    def __init__(self, cluster: str, exporter: Exporter) -> None:
+        self.cluster = cluster
+        self.exporter = exporter
+
+    def __call__(self, group: str, ratios: Mapping[str, float] | None) -> None:
+        self.exporter.put(group, advice_lines(self.cluster, group, ratios), (ADVISOR_FAMILY.name,), if_present=True)
 
 
 def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "partition",
                      max_series: int | None = None, member_mode: str = "client",
-                     compat_mode: str = "none", live_poll_seconds: float = LIVE_INTERVAL_S) -> Publisher:
-    """The metrics side of the job wired together: instruments, exporter, lag series, publisher.
+                     compat_mode: str = "none", live_poll_seconds: float = LIVE_INTERVAL_S, *,
+                     text: ScrapeText | None = None, advisor: bool = False,
+                     fetch_log_ends: Callable[[], bool | None] | None = None, max_age_s: float = 0.0,
+                     fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
+                     on_refresh: Sequence[Callable[[float], None]] = ()) -> Publisher:
+    """The metrics side of the job wired together: instruments, exporter, lag book, advisor, publisher.
 
-    The lag series re-render after each poll round and then refresh the job's input lag; the
-    exporter serves the lag series' scrape-time text after the cached group series.
+    ``text`` is what scrapes append after the group series (built here when not given). After each
+    refresh the lag book refreshes the job's input lag, then ``on_refresh``. A scrape
+    (:meth:`Publisher.scrape`) first fetches log ends older than ``max_age_s`` (``fetch_log_ends``)
+    and the committed offsets of the groups committing now (``fetch_committed``).
     """
     per_partition = lag_granularity == "partition"
     kafka_exporter = compat_mode == "kafka_exporter"
@@ -155,9 +176,11 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
                 HEALTH]
     if kafka_exporter:
         families += [*compat.GROUP_FAMILIES, *compat.LAG_FAMILIES]
-    exporter = Exporter(families, instruments, max_series)
-    lag = LagSeries(cluster, tracker, exporter, per_partition, on_refresh=[instruments.refresh_input_lag],
-                    kafka_exporter=kafka_exporter)
-    exporter.add_source(lag.text)
-    return Publisher(exporter, lag, instruments, per_partition=per_partition, member_mode=member_mode,
-                     kafka_exporter=kafka_exporter, live_poll_seconds=live_poll_seconds)
+    text = text or ScrapeText(cluster, tracker, kafka_exporter=kafka_exporter)
+    exporter = Exporter(families, instruments, max_series, sources=(text.text,))
+    book = LagBook(tracker, LagLines(exporter, text, per_partition, kafka_exporter),
+                   fetch_log_ends=fetch_log_ends, max_age_s=max_age_s, fetch_committed=fetch_committed,
+                   on_refresh=(instruments.refresh_input_lag, *on_refresh))
+    return Publisher(exporter, book, instruments, AdvisorPass(AdviceLines(cluster, exporter)) if advisor else None,
+                     per_partition=per_partition, member_mode=member_mode, kafka_exporter=kafka_exporter,
+                     live_poll_seconds=live_poll_seconds)

@@ -15,7 +15,7 @@ Each round (every ``interval_s``):
 
 The cost per round is therefore 1 + brokers + coordinators-with-rebalancing-groups requests,
 whatever the number of groups; the instruments (requests by API, errors, the round's duration)
-are read at scrape time through :meth:`LivePoller.stats`. Errors never end the thread.
+are handed over after each round (``on_round``) as :class:`LivePollStats`. Errors never end the thread.
 """
 
 from __future__ import annotations
@@ -52,16 +52,19 @@ class LivePollStats:
 
 class LivePoller(PollingThread):
     """A daemon thread polling group states every ``interval_s`` into ``view``; a component (see
-    :mod:`streaming.lifecycle`). ``admin_factory`` replaces the real client only where a test needs a
-    failure a broker cannot produce on demand."""
+    :mod:`streaming.lifecycle`). ``on_round`` gets the poller's instruments after each round.
+    ``admin_factory`` replaces the real client only where a test needs a failure a broker cannot
+    produce on demand."""
 
     def __init__(self, bootstrap_servers: str, view: StateView, interval_s: float,
                  describe_max: int, client_config: Mapping[str, Any] | None = None,
+                 on_round: Callable[[LivePollStats], None] | None = None,
                  admin_factory: Callable[..., Any] = KafkaAdminClient) -> None:
         super().__init__("live-poller")
         self.view = view
         self._interval_s = interval_s
         self._describe_max = describe_max
+        self._on_round = on_round
         config = {"bootstrap_servers": bootstrap_servers, "client_id": "rebalance-monitor-live",
                   "request_timeout_ms": int(max(5.0, interval_s) * 1000), **(client_config or {})}
         self._admin = LazyClient(admin_factory, config, "live poller's admin client")
@@ -126,6 +129,8 @@ class LivePoller(PollingThread):
             self.last_seconds = time.monotonic() - started
             if answered:
                 self.last_ok_s, self.groups = now, len(listed)
+        if self._on_round is not None:
+            self._on_round(self.stats())
 
     def _describe(self, groups: list[str], coordinators: Mapping[str, int], requests: Counter[str],
                   errors: Counter[str]) -> None:

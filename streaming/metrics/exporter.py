@@ -23,24 +23,16 @@ from streaming.metrics.instruments import JobMetrics
 
 
 class Exporter:
-    """Cached group series in family order, scrape-time ``sources``, then ``instruments``."""
+    """Cached group series in family order, scrape-time ``sources`` (text rendered at each scrape, after the
+    group series: their families complete), then ``instruments``."""
 
     def __init__(self, families: Iterable[Family], instruments: JobMetrics, max_series: int | None = None,
                  sources: Sequence[Callable[[], bytes]] = ()) -> None:
         self.instruments = instruments
         self.max_series = max_series
-        self._sources = list(sources)
-        self._before_render: list[Callable[[], None]] = []
+        self._sources = tuple(sources)
         self._lock = threading.Lock()
         self._cache = FamilyCache(families)
-
-    def add_source(self, source: Callable[[], bytes]) -> None:
-        """Text rendered at each scrape, after the group series (its families complete)."""
-        self._sources.append(source)
-
-    def add_before_render(self, hook: Callable[[], None]) -> None:
-        """``hook()`` runs before each scrape renders (outside the cache's lock: it may put text)."""
-        self._before_render.append(hook)
 
     def put(self, group: str, lines: Lines, names: Iterable[str], *, if_present: bool = False) -> None:
         """Replace ``group``'s text in the families ``names``; ``if_present``: only if the group is
@@ -61,8 +53,6 @@ class Exporter:
             return self._cache.group_text(group)
 
     def render(self) -> bytes:
-        for hook in self._before_render:
-            hook()
         with self._lock:
             chunks, kept, dropped = self._cache.render(self.max_series)
             groups = self._cache.groups()

@@ -31,8 +31,8 @@ def documented() -> set[str]:
 def served() -> dict[str, str]:
     pub = publisher("kafka_exporter")
     register_runtime(pub.instruments.registry, "c", None)
-    pub.exporter.add_source(lambda: poller_text("c", LivePollStats()))  # the job adds the live poller's
-    text = pub.exporter.render().decode()
+    # The job's scrape text also carries the live poller's families when it runs.
+    text = pub.exporter.render().decode() + poller_text("c", LivePollStats()).decode()
     return {f.name + ("_total" if f.type == "counter" else ""): f.type for f in text_string_to_metric_families(text)}
 
 

@@ -4,6 +4,7 @@ scraped: the fixtures of the tests that publish and read back what a scrape show
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -106,16 +107,19 @@ ORDERS_ASSIGNMENTS = {"C0": [("t0", 0)], "C1": [("t0", 2)], "i-2": [("t0", 1)]}
 NOW = 1_700_000_100.0
 
 
-def make_exporter(granularity: str = "partition", max_series: int | None = None) -> tuple[Publisher, Clock]:
+def make_exporter(granularity: str = "partition", max_series: int | None = None,
+                  **wiring: Any) -> tuple[Publisher, Clock]:
+    """The publisher with ``orders`` and ``kip`` published and sampled; ``wiring``: more of build_publishing's
+    arguments (the scrape-time fetchers)."""
     clock = Clock(NOW)
     tracker = LagTracker(interval_s=10, clock=clock)
-    exporter = build_publishing("prod-eu", tracker, granularity, max_series)
+    exporter = build_publishing("prod-eu", tracker, granularity, max_series, **wiring)
     exporter.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
     exporter.publish(kip848_summary(), None)
     # the source topic is tracked for the job's own input lag: 40 records past where the last batch ended
     exporter.instruments.observe_batch(0.3, 1, {("offsets", 0): 1000}, 1_700_000_000.5)
     exporter.instruments.observe_batch(7.0, 2, {("offsets", 0): 1060}, 1_700_000_010.5)
-    exporter.lag.refresh(NOW)  # tells the tracker what to poll
+    exporter.book.refresh(NOW)  # tells the tracker what to poll
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("t0", 2): (10, 40), ("offsets", 0): (0, 1100)},
                            NOW - 1)
     # The records' own times were asked for and not found: lag in seconds is the samples' lower bound.
@@ -124,5 +128,5 @@ def make_exporter(granularity: str = "partition", max_series: int | None = None)
     exporter.instruments.count_records({1: 5, 2: 2}, newest_record_ms=int((NOW - 30) * 1000))
     exporter.instruments.count_records({1: 1, 3: 1})
     exporter.instruments.count_decode_errors({"truncated_value": 2})
-    exporter.lag.refresh(NOW)
+    exporter.book.refresh(NOW)
     return exporter, clock

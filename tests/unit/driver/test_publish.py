@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from decoders.records import Record, Struct
-from streaming.driver.publish import Publisher, build_publishing
+from streaming.driver.publish import AdviceLines, Publisher, build_publishing
 from streaming.groups.fold import apply_record
 from streaming.groups.summary import summarize
 from streaming.lag.tracker import LagTracker, RecordTime
@@ -124,17 +124,18 @@ def test_rebalance_duration_histogram(exporter):
 
 def test_assignor_advice_published_by_the_advisor_pass(exporter):
     name = "kafka_consumergroup_assignor_imbalance_ratio"
-    exporter.publish_advice("orders", {"range": 4 / 3, "roundrobin": 1.0})
-    exporter.publish_advice("unknown-group", {"range": 2.0})  # removed or never exported: ignored
+    advice = AdviceLines(exporter.cluster, exporter.exporter)  # what the advisor pass calls back
+    advice("orders", {"range": 4 / 3, "roundrobin": 1.0})
+    advice("unknown-group", {"range": 2.0})  # removed or never exported: ignored
     samples, helps, _ = scrape(exporter)
     assert value(samples, name, group="orders", assignor="range") == pytest.approx(4 / 3)
     assert value(samples, name, group="orders", assignor="roundrobin") == 1.0
     assert {lab["group"] for lab, _ in samples[name]} == {"orders"} and "background" in helps[name]
     exporter.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)  # the batch's render keeps it
     assert len(scrape(exporter)[0][name]) == 2
-    exporter.publish_advice("orders", None)
+    advice("orders", None)
     assert not scrape(exporter)[0][name]
-    exporter.publish_advice("orders", {"range": 1.5})
+    advice("orders", {"range": 1.5})
     exporter.remove("orders")
     assert not scrape(exporter)[0][name]
 
@@ -148,7 +149,7 @@ def test_offset_and_lag_series(exporter):
     # committed 200 ahead of a log end (190) sampled before the commit was seen: the consumer moved on
     # since that sample, so its lag is not known yet (never a false 0) ...
     assert not [lab for lab, _ in samples["kafka_consumergroup_partition_lag"] if lab["partition"] == "1"]
-    assert exporter.lag.overtaken > 0
+    assert exporter.book.overtaken > 0
     assert value(samples, "kafka_topic_partition_log_end_offset", topic="t0", partition=0) == 200
     # t1 was never polled: no lag series at all, and it is in no aggregate
     assert not [lab for lab, _ in samples["kafka_consumergroup_partition_lag"] if lab["topic"] == "t1"]
@@ -162,21 +163,21 @@ def test_offset_and_lag_series(exporter):
                  partition=2) == 30
     assert not [lab for lab, _ in samples["kafka_consumergroup_partition_lag"] if lab["partition"] == "2"]
     # ... until a sample taken after the commit was seen says where the log ends now
-    exporter.lag.lag.record_offsets({("t0", 1): (0, 205)}, NOW + 1)
-    exporter.lag.refresh(NOW + 1)
+    exporter.book.tracker.record_offsets({("t0", 1): (0, 205)}, NOW + 1)
+    exporter.book.refresh(NOW + 1)
     assert value(scrape(exporter)[0], "kafka_consumergroup_partition_lag", **p1) == 5
 
 
 def test_lag_seconds_grow_between_polls_as_the_record_ages():
     """An idle group parked on a record: its age is computed at scrape time, not when last polled."""
     publisher = build_publishing("c", LagTracker(interval_s=10))
-    tracker = publisher.lag.lag
+    tracker = publisher.book.tracker
     written = time.time() - 100
     publisher.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
-    publisher.lag.refresh()
+    publisher.book.refresh()
     tracker.record_offsets({("t0", 0): (0, 200)}, time.time())
     tracker.record_times({(("t0", 0), 150): RecordTime(int(written * 1000), 200)}, [], time.time())
-    publisher.lag.refresh()
+    publisher.book.refresh()
     first = scrape(publisher)[0]
     time.sleep(1.2)
     later = scrape(publisher)[0]  # no poll, no refresh in between
@@ -200,9 +201,9 @@ def test_member_labels_member_mode_names_each_member():
     tracker = LagTracker(interval_s=10, clock=clock)
     publisher = build_publishing("prod-eu", tracker, member_mode="member")
     publisher.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
-    publisher.lag.refresh(NOW)
+    publisher.book.refresh(NOW)
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("t0", 2): (10, 40)}, NOW - 1)
-    publisher.lag.refresh(NOW)
+    publisher.book.refresh(NOW)
     samples = scrape(publisher)[0]
     assert {lab["member"]: v for lab, v in samples["kafka_consumergroup_member_lag"]} == {"C0": 50, "C1": 30}
 
@@ -245,9 +246,9 @@ def test_topic_granularity_keeps_only_aggregates():
 
 
 def test_stale_log_ends_withdraw_lag_instead_of_showing_it(exporter):
-    clock = exporter.lag.lag._clock
+    clock = exporter.book.tracker._clock
     clock.now = NOW + 3600  # the poller stopped an hour ago
-    exporter.lag.refresh(clock.now)
+    exporter.book.refresh(clock.now)
     samples, _, _ = scrape(exporter)
     assert not samples["kafka_consumergroup_partition_lag"] and not samples["kafka_consumergroup_total_lag"]
     assert value(samples, "kafka_consumergroup_committed_offset", group="orders", topic="t0", partition=0) == 150
@@ -276,7 +277,7 @@ def test_job_series(exporter):
 def test_removed_groups_vanish(exporter):
     exporter.remove("orders")
     exporter.remove("never-seen")
-    exporter.lag.refresh(NOW)
+    exporter.book.refresh(NOW)
     samples, _, text = scrape(exporter)
     assert "orders" not in text
     assert not samples["kafka_topic_partition_log_end_offset"]  # nobody commits to t0 any more
@@ -355,7 +356,7 @@ def test_concurrent_writers_and_scrapes():
     writers = [
         lambda i: exporter.publish(summary, ORDERS_OFFSETS),
         lambda i: exporter.remove("orders") if i % 3 == 0 else None,
-        lambda i: exporter.lag.refresh(NOW + i / 100),
+        lambda i: exporter.book.refresh(NOW + i / 100),
         lambda i: exporter.instruments.observe_batch(0.01, i, {("offsets", 0): i}, float(i)),
         lambda i: parse(exporter.exporter.render().decode()),
     ]
@@ -370,7 +371,6 @@ def test_concurrent_writers_and_scrapes():
 def test_scrapes_stop_fetching_while_the_cluster_is_unreachable():
     """A scrape whose log-end fetch found the cluster down (None) does not make the next scrapes wait out
     the quick timeout again: they render the poller's samples until one of its rounds reaches the cluster."""
-    publisher, _ = make_exporter()
     calls: list[float] = []
     answers = [None, True]
 
@@ -378,35 +378,33 @@ def test_scrapes_stop_fetching_while_the_cluster_is_unreachable():
         calls.append(time.time())
         return answers[len(calls) - 1]
 
-    publisher.lag.refresh_on_scrape(fetch, max_age_s=0.05)
-    publisher.lag.freshen()  # the samples are from 2023: stale, so it fetches and finds the cluster down
-    publisher.lag.freshen()
-    publisher.lag.freshen()
+    publisher, _ = make_exporter(fetch_log_ends=fetch, max_age_s=0.05)
+    publisher.book.freshen()  # the samples are from 2023: stale, so it fetches and finds the cluster down
+    publisher.book.freshen()
+    publisher.book.freshen()
     assert len(calls) == 1
-    publisher.lag.lag.record_round(time.time(), {})  # the poller's round reached the cluster
+    publisher.book.tracker.record_round(time.time(), {})  # the poller's round reached the cluster
     time.sleep(0.1)  # and its sample is older than max_age_s again
-    publisher.lag.freshen()
+    publisher.book.freshen()
     assert len(calls) == 2
 
 
 def test_a_scrape_right_after_a_poll_round_shows_that_rounds_log_ends():
     """A poll round that ended just before a scrape is fresh enough not to fetch again, but the lag text
     must be rendered from it, not from the samples the background refresh last rendered."""
-    publisher, _ = make_exporter()
-    tracker = publisher.lag.lag
     fetches: list[float] = []
-    publisher.lag.refresh_on_scrape(lambda: bool(fetches.append(time.time())) or True, max_age_s=5.0)
-    publisher.exporter.add_before_render(publisher.lag.freshen)  # as the job wires a scrape
+    publisher, _ = make_exporter(fetch_log_ends=lambda: bool(fetches.append(time.time())) or True, max_age_s=5.0)
+    tracker = publisher.book.tracker
     now = time.time()
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 205)}, now)  # nothing overtaken: no reason to fetch
     tracker.record_round(now, {})
-    publisher.lag.refresh(now)
+    publisher.book.refresh(now)
     p0 = {"group": "orders", "topic": "t0", "partition": 0}
-    assert value(scrape(publisher)[0], "kafka_consumergroup_partition_lag", **p0) == 50
+    assert value(parse(publisher.scrape().decode())[0], "kafka_consumergroup_partition_lag", **p0) == 50
     fetches.clear()  # that scrape fetched once: make_exporter's sample had left t0/1 overtaken
     tracker.record_offsets({("t0", 0): (0, 470)}, now + 0.01)  # the poller's next round, not rendered yet
     tracker.record_round(now + 0.01, {})
-    assert value(scrape(publisher)[0], "kafka_consumergroup_partition_lag", **p0) == 320
+    assert value(parse(publisher.scrape().decode())[0], "kafka_consumergroup_partition_lag", **p0) == 320
     assert not fetches  # fresh enough: rendered, not fetched again
 
 
@@ -414,15 +412,14 @@ def test_scrapes_during_a_long_batch_serve_what_is_rendered_without_fetching():
     """A scrape while a catch-up batch has been folding for longer than the scrape budget does not fetch
     log ends and re-render every group (it would take the driver's interpreter from the fold); one while
     a short batch runs, or after the batch, still does."""
-    publisher, _ = make_exporter()
     fetches: list[float] = []
-    publisher.lag.refresh_on_scrape(lambda: bool(fetches.append(time.time())) or True, max_age_s=0.05)
+    publisher, _ = make_exporter(fetch_log_ends=lambda: bool(fetches.append(time.time())) or True, max_age_s=0.05)
     with publisher.batch():
-        publisher.lag.freshen()  # the batch has just started: scrapes still get fresh log ends
+        publisher.book.freshen()  # the batch has just started: scrapes still get fresh log ends
         assert len(fetches) == 1
-        publisher.lag._batch_started -= 10  # the same batch, 10 s later
+        publisher.book._batch_started -= 10  # the same batch, 10 s later
         time.sleep(0.1)  # the samples are older than max_age_s again
-        publisher.lag.freshen()
+        publisher.book.freshen()
         assert len(fetches) == 1
-    publisher.lag.freshen()
+    publisher.book.freshen()
     assert len(fetches) == 2

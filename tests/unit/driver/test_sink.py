@@ -198,10 +198,10 @@ def test_groups_changed_by_commits_alone_show_what_a_whole_publish_would(tmp_pat
         moment[0] = time.time()
         for sink in (fast, whole):
             sink.handle(batch(rows, offset), batch_id)
-            sink.publisher.lag.lag.record_offsets({("t", p): (0, 20) for p in range(3)} | {("u", p): (0, 9)
+            sink.publisher.book.tracker.record_offsets({("t", p): (0, 20) for p in range(3)} | {("u", p): (0, 9)
                                                                                          for p in range(2)},
                                                   time.time())
-            sink.publisher.lag.refresh()
+            sink.publisher.book.refresh()
         offset += len(rows)
         assert _group_series(fast) == _group_series(whole), batch_id
         # commits alone: only a group new to the publisher or with churn in its window is summarized

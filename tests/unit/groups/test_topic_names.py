@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.stage import make_decoder
+from streaming.driver.lag_render import ScrapeText
 from streaming.driver.publish import build_publishing
 from streaming.groups.stage import GroupStage
 from streaming.lag.tracker import LagTracker
@@ -126,13 +127,13 @@ def test_lag_poller_is_asked_for_topic_names_only():
     batches = two_member_group(stage)
     batches.apply([offset_commit("orders", 0, 5, T0 + 100)], T0 + 100)
     tracker = LagTracker()
-    publisher = build_publishing("c", tracker)
-    publisher.lag.count_unresolved_topic_ids(names.unresolved)
+    text = ScrapeText("c", tracker, names.unresolved)
+    publisher = build_publishing("c", tracker, text=text)
     publisher.update(stage, G, T0 + 200)
-    publisher.lag.refresh()
+    publisher.book.refresh()
     assert tracker.partitions() == {("orders", p) for p in range(4)}
     assert b'rebalance_monitor_unresolved_topic_ids_total{cluster="c",reason="unknown_topic_id"} 1\n' in (
-        publisher.lag.text())
+        text.text())
 
 
 def test_departure_of_a_killed_member_is_a_session_timeout_with_the_brokers_timeout():

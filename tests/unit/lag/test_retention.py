@@ -39,7 +39,7 @@ def test_lost_records_and_margins_reach_metrics():
     def sample(start: int, end: int) -> dict:
         tracker.record_offsets({("t0", 0): (start, end)}, clock())
         tracker.record_round(clock(), {})
-        publisher.lag.refresh(clock())
+        publisher.book.refresh(clock())
         return scrape(publisher)[0]
 
     commit(100)
@@ -72,7 +72,7 @@ def test_the_retention_deadline_is_the_oldest_unread_record_plus_its_topics_rete
 
     def deadline(configs: dict[str, TopicConfig]) -> list[float]:
         tracker.record_topic_configs(configs, clock())
-        publisher.lag.refresh(clock())
+        publisher.book.refresh(clock())
         return [v for lab, v in scrape(publisher)[0].get("kafka_consumergroup_retention_deadline_timestamp_seconds", ())
                 if lab["group"] == "orders"]
 

@@ -45,9 +45,9 @@ def publisher(compat: str, granularity: str = "partition"):
     pub = build_publishing("prod-eu", tracker, granularity, compat_mode=compat)
     pub.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
     pub.publish(kip848_summary(), None)
-    pub.lag.refresh(NOW)
+    pub.book.refresh(NOW)
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 210), ("t0", 2): (10, 40)}, NOW + 1)
-    pub.lag.refresh(NOW + 1)
+    pub.book.refresh(NOW + 1)
     return pub
 
 

@@ -1,0 +1,366 @@
+"""The lag book: what each group's lag is computed over, and what follows from it.
+
+Per group the book keeps the committed offsets (the job's, with newer ones a scrape fetched from
+the coordinators laid over them), the partitions each member owns and when the group last
+committed. From those and the tracker's samples it derives, once per refresh, one
+:class:`GroupLag` per group (the rows the metrics stage renders), and as it does, the state that
+only a sequence of refreshes has: truncations counted once per commit, records lost to retention
+(:mod:`streaming.lag.retention`) and the health verdict's windows (:mod:`streaming.lag.health`), as
+Burrow's evaluator is fed from its storage. It is also the one place that tells the tracker what
+to poll (:meth:`LagTracker.set_wanted`), and the one that freshens log ends and committed offsets
+for a scrape, within a time budget.
+
+Threads: the batch thread calls :meth:`update`, :meth:`remove`, :meth:`rebalanced` and
+:meth:`batch`; the live poller :meth:`state`; the refresh thread :meth:`refresh`; scrapes
+:meth:`freshen`. Every :class:`GroupLag` is handed to ``show`` under the book's lock, so a
+refresh can never put back a group's older rows after an update showed newer ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from streaming.lag.health import HealthWindows
+from streaming.lag.retention import LostRecords, margin
+from streaming.lag.tracker import LagTracker
+from streaming.protocol import TopicPartition
+
+log = logging.getLogger(__name__)
+
+# When fetching log ends and re-rendering for a scrape take longer than SCRAPE_BUDGET_S several
+# scrapes in a row (a cluster too large to re-render per scrape, not one busy moment), scrapes stop
+# asking for SCRAPE_BACKOFF_S and lag follows the poll interval instead.
+SCRAPE_BUDGET_S = 2.0
+SCRAPE_OVER_BUDGET = 3
+SCRAPE_BACKOFF_S = 120.0
+# Groups whose last commit the job saw this recently are the ones whose committed offsets a scrape
+# also fetches (OffsetFetch, one request per coordinator for all of them): the job learns commits a
+# trigger and a batch late, so a group committing as it consumes would read high by that much.
+ACTIVE_WINDOW_S = 120.0
+# At most this many groups' committed offsets are fetched for a scrape (the most recently committed).
+ACTIVE_GROUPS_MAX = 2_000
+
+Owner = tuple[tuple[str, str], ...]  # a member's labels, as the publisher keys its partitions
+Row = tuple[int, float | None]  # a partition's lag in records and when its next record was written
+CompatRow = tuple[str, int, int, int | None]  # topic, partition, committed (-1: none), lag (None: unknown)
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    """One group's lag as of a refresh: what the metrics stage renders, nothing it has to compute again.
+
+    ``rows`` holds the committed partitions with a fresh sample (never one whose commit overtook its
+    sample: the consumer moved on since), ``methods`` how each one's seconds were found,
+    ``uncommitted`` the owned partitions never committed (lag from the log start), ``owned`` each
+    member's partitions. ``margins``, ``lost`` and ``retention_deadline`` are the retention series;
+    ``verdict`` the health (status, reason), None before a sample; ``compat_rows`` what
+    kafka_exporter's families need.
+    """
+
+    group: str
+    rows: Mapping[TopicPartition, Row] = field(default_factory=dict)
+    methods: Mapping[TopicPartition, str] = field(default_factory=dict)
+    uncommitted: Mapping[TopicPartition, int] = field(default_factory=dict)
+    owned: Mapping[Owner, Sequence[TopicPartition]] = field(default_factory=dict)
+    truncations: Mapping[str, int] = field(default_factory=dict)
+    margins: Mapping[TopicPartition, int] = field(default_factory=dict)
+    lost: Mapping[str, int] = field(default_factory=dict)
+    retention_deadline: float | None = None
+    verdict: tuple[str, str] | None = None
+    compat_rows: tuple[CompatRow, ...] = ()
+
+
+class LagShow(Protocol):
+    """Where the book's results go (the driver renders them into the exporter)."""
+
+    def group(self, view: GroupLag) -> None:
+        """A group's lag rows, under the book's lock."""
+
+    def log_ends(self, offsets: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        """(log start, log end) of every sampled partition some group commits to or owns, after a refresh."""
+
+
+class LagBook:
+    """Every group's committed offsets and owned partitions, and what the tracker's samples make of them."""
+
+    def __init__(self, tracker: LagTracker, show: LagShow, health: HealthWindows | None = None,
+                 fetch_log_ends: Callable[[], bool | None] | None = None, max_age_s: float = 0.0,
+                 fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
+                 on_refresh: Sequence[Callable[[float], None]] = ()) -> None:
+        self.tracker = tracker
+        self.health = health or HealthWindows()
+        self._show = show
+        self._fetch_log_ends, self._max_age_s, self._fetch_committed = fetch_log_ends, max_age_s, fetch_committed
+        self._on_refresh = tuple(on_refresh)
+        self._lock = threading.Lock()
+        self._offsets: dict[str, Mapping[TopicPartition, int]] = {}
+        self._owned: dict[str, dict[Owner, list[TopicPartition]]] = {}
+        self._last_commit: dict[str, float] = {}  # group -> when the job last saw it commit (epoch s)
+        self._fresh: dict[str, dict[TopicPartition, int]] = {}  # committed offsets a scrape fetched
+        self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
+        self._truncations: dict[str, dict[str, int]] = {}
+        self._lost = LostRecords()
+        self._has_lag: set[str] = set()  # groups whose last view showed lag
+        self.overtaken = 0  # views that left out a partition whose commit overtook its log-end sample
+        self._overtaken_since_fetch = False
+        self._wanted_dirty = True  # the tracker's wanted partitions need a new set_wanted
+        self._sampled: set[TopicPartition] = set()  # partitions with a log-end sample, as of the last refresh
+        self._retention_s: dict[str, float] = {}  # topic -> retention.ms in seconds, as of the last refresh
+        self._batch_active = threading.Event()  # a batch is being folded: refreshes wait
+        self._batch_started = 0.0  # when the batch being folded started (monotonic)
+        self.rendered_at = 0.0
+        self.round: float | None = None  # the poll round the last refresh rendered
+        # The CPU the last refresh took (its thread's, lock and GIL waits left out): what a scrape would spend
+        # re-rendering. Wall time would count a batch holding the lock, and one refresh that waited out a long
+        # batch would leave the next scrape's lag a poll interval stale.
+        self._refresh_seconds = 0.0
+        self._freshen_lock = threading.Lock()
+        self._skip_until = 0.0
+        self._over_budget = 0  # freshens in a row that took longer than SCRAPE_BUDGET_S
+        self._unreachable_at: float | None = None  # a scrape's fetch found the cluster unreachable then
+
+    # -- the batch thread -----------------------------------------------------------
+
+    def update(self, group: str, committed: Mapping[TopicPartition, int],
+               owned: Mapping[Owner, list[TopicPartition]] | None, last_commit_s: float = 0.0) -> None:
+        """A group changed: keep what its lag is computed over and show its lag. ``committed`` is kept as
+        given (the publisher hands over a copy); ``owned`` None keeps the members' partitions as they were
+        (the group changed by commits alone)."""
+        with self._lock:
+            owned = self._owned.get(group, {}) if owned is None else dict(owned)
+            if committed != self._offsets.get(group) or owned != self._owned.get(group):
+                self._wanted_dirty = True
+            self._offsets[group] = committed
+            self._owned[group] = owned
+            self._last_commit[group] = last_commit_s
+            fresh = self._fresh.get(group)
+            if fresh:  # a fetched offset the job has now seen committed (or passed) is not needed any more
+                self._fresh[group] = {tp: o for tp, o in fresh.items() if o > committed.get(tp, o)}
+            if group in self._has_lag or self._any_sampled(committed, owned, self._sampled):
+                self._show.group(self._view(group))  # else nothing to show yet: the refresh after its first sample
+
+    def remove(self, group: str) -> None:
+        """Forget a deleted or expired group."""
+        with self._lock:
+            for state in (self._offsets, self._owned, self._truncated, self._truncations, self._last_commit,
+                          self._fresh):
+                state.pop(group, None)
+            self._lost.forget(group)
+            self.health.forget(group)
+            self._has_lag.discard(group)
+            self._wanted_dirty = True
+
+    def rebalanced(self, group: str, rebalances_total: int, at_s: float) -> None:
+        """The group's rebalance count as published: the verdict's storm window reads it."""
+        self.health.rebalanced(group, rebalances_total, at_s)
+
+    def state(self, group: str, state: str) -> None:
+        """The group's state as shown (offsets topic or live poll): the verdict reads rebalancing from it."""
+        self.health.state(group, state)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Around a batch's fold: refreshes wait rather than contend for the lock and the GIL
+        (at 100,000 groups the two threads handing the lock back and forth doubled the fold)."""
+        self._batch_started = time.monotonic()
+        self._batch_active.set()
+        try:
+            yield
+        finally:
+            self._batch_active.clear()
+
+    def in_batch(self) -> bool:
+        return self._batch_active.is_set()
+
+    # -- the refresh ------------------------------------------------------------------
+
+    def refresh(self, now: float | None = None) -> None:
+        """Tell the tracker what to poll, show every group's lag that can have changed, then the log ends.
+
+        Groups none of whose partitions has a sample, and which show no lag now, are skipped.
+        """
+        started = time.thread_time()
+        now = time.time() if now is None else now
+        with self._lock:
+            wanted = None
+            if self._wanted_dirty:
+                committed = {(t, p, o) for group in self._offsets for (t, p), o in self._committed(group).items()}
+                uncommitted = {tp for group, owned in self._owned.items() for parts in owned.values() for tp in parts
+                               if tp not in self._offsets.get(group, {})}
+                wanted = committed, uncommitted
+                self._wanted_dirty = False
+        if wanted is not None:
+            self.tracker.set_wanted(*wanted)
+        sampled = self.tracker.sampled_at()
+        self._sampled = set(sampled)
+        self._retention_s = self.tracker.retention_seconds()
+        with self._lock:
+            groups = list(self._offsets.items())
+        for group, offsets in groups:
+            # The lock is taken per group: a batch's updates interleave instead of waiting for a
+            # whole pass over every partition.
+            with self._lock:
+                if self._offsets.get(group) is not offsets:
+                    continue  # changed or removed meanwhile: update showed it afresh
+                if group in self._has_lag or self._any_sampled(offsets, self._owned.get(group, {}), sampled):
+                    self._show.group(self._view(group))
+        with self._lock:
+            grouped = {tp for offsets in self._offsets.values() for tp in offsets}
+            grouped.update(tp for owned in self._owned.values() for parts in owned.values() for tp in parts)
+            ends = {}
+            for tp in sorted(grouped & sampled.keys()):
+                found = self.tracker.lag_uncommitted(*tp)
+                if found is not None:
+                    ends[tp] = (found.log_start, found.log_end)
+            self._show.log_ends(ends)
+            self.rendered_at, self.round = now, self.tracker.last_round_at()
+        self._refresh_seconds = time.thread_time() - started
+        for callback in self._on_refresh:
+            callback(now)
+
+    # -- scrape time ------------------------------------------------------------------
+
+    def freshen(self) -> None:
+        """Make the lag a scrape shows as fresh as Kafka's own tool: its log ends at most ``max_age_s`` old."""
+        if self._fetch_log_ends is None or self._max_age_s <= 0 or time.time() < self._skip_until:
+            return
+        if self._refresh_seconds > SCRAPE_BUDGET_S:  # re-rendering alone would blow the budget: don't start
+            return
+        if self._batch_active.is_set() and time.monotonic() - self._batch_started > SCRAPE_BUDGET_S:
+            # A long batch (a catch-up) is being folded: its groups' lag is shown as it publishes them, and
+            # a whole refresh now would take the driver's one interpreter from it (scrapes during W2's first
+            # batch took 15 s each and made the fold 70 % longer).
+            return
+        if self._unreachable_at is not None:
+            # The cluster was unreachable: every scrape would wait out the quick timeout again. Scrapes
+            # ask afresh once the poller's own round has reached it.
+            last = self.tracker.last_round_at()
+            if last is None or last <= self._unreachable_at:
+                return
+            self._unreachable_at = None
+        with self._freshen_lock:  # concurrent scrapes share one round
+            last = self.tracker.last_round_at()
+            if last is not None and time.time() - last <= self._max_age_s and not self._overtaken_since_fetch:
+                if last != self.round:  # a poll round just ended: show its samples, not the older ones
+                    self.refresh()
+                return
+            started = time.monotonic()
+            self._overtaken_since_fetch = False
+            fetched = self._fetch_log_ends()
+            if fetched is None:
+                self._unreachable_at = time.time()
+                log.warning("the cluster did not answer a scrape's log-end fetch; scrapes use the poller's "
+                            "samples until one of its rounds reaches it")
+                return
+            if self._fetch_committed is not None:
+                fetched = self._fetch_active_commits() or fetched
+            if fetched:
+                self.refresh()
+            cost = time.monotonic() - started
+            self._over_budget = self._over_budget + 1 if cost > SCRAPE_BUDGET_S else 0
+            if self._over_budget >= SCRAPE_OVER_BUDGET:
+                self._skip_until, self._over_budget = time.time() + SCRAPE_BACKOFF_S, 0
+                log.warning("fresh log ends for a scrape took %.1fs %d times in a row; scrapes use the poll "
+                            "interval's samples for the next %.0fs", cost, SCRAPE_OVER_BUDGET, SCRAPE_BACKOFF_S)
+
+    def _fetch_active_commits(self) -> bool:
+        """Committed offsets of the groups that committed within ACTIVE_WINDOW_S, fetched now."""
+        assert self._fetch_committed is not None
+        since = time.time() - ACTIVE_WINDOW_S
+        with self._lock:
+            recent = [(at, g) for g, at in self._last_commit.items() if at >= since and g in self._offsets]
+        active = [g for _, g in sorted(recent, reverse=True)[:ACTIVE_GROUPS_MAX]]
+        found = self._fetch_committed(active) if active else {}
+        with self._lock:
+            self._fresh = {g: {tp: o for tp, o in offsets.items() if tp in self._offsets.get(g, {})}
+                           for g, offsets in found.items() if g in self._offsets}
+            self._wanted_dirty = True
+        return bool(found)
+
+    # -- a group's view (under the lock) -------------------------------------------------------
+
+    @staticmethod
+    def _any_sampled(committed: Mapping[TopicPartition, int], owned: Mapping[Owner, list[TopicPartition]],
+                     sampled: Mapping[TopicPartition, float] | set[TopicPartition]) -> bool:
+        return any(tp in sampled for tp in committed) or any(tp in sampled for parts in owned.values()
+                                                             for tp in parts)
+
+    def _committed(self, group: str) -> Mapping[TopicPartition, int]:
+        """What the group's lag is computed from: the job's committed offsets, newer ones a scrape fetched
+        in their place (the offsets topic remains the source of which partitions the group has)."""
+        committed = self._offsets[group]
+        fresh = self._fresh.get(group)
+        return {**committed, **fresh} if fresh else committed
+
+    def _view(self, group: str) -> GroupLag:
+        """The group's rows from the tracker's samples, feeding losses, truncations and the verdict.
+
+        A partition without a fresh log-end sample has no row (never a stale number), nor has one
+        whose commit overtook the last sample (the consumer moved on since: lag waits for a sample
+        taken after the commit instead of showing 0).
+        """
+        committed = self._committed(group)
+        rows: dict[TopicPartition, Row] = {}
+        methods: dict[TopicPartition, str] = {}
+        compat_rows: list[CompatRow] = []
+        margins: dict[TopicPartition, int] = {}
+        log_ends: dict[TopicPartition, int] = {}
+        for (topic, partition), offset in sorted(committed.items()):
+            lag = self.tracker.lag(topic, partition, offset)
+            overtaken = lag is not None and lag.lag < 0 and not lag.truncated
+            compat_rows.append((topic, partition, offset, None if lag is None or overtaken else lag.lag))
+            if lag is None:
+                continue
+            tp = (topic, partition)
+            margins[tp] = margin(offset, lag.log_start)
+            log_ends[tp] = lag.log_end
+            self._lost.observe(group, tp, offset, lag.log_start)
+            if lag.truncated:
+                self._count_truncation(group, topic, (tp, offset))
+            elif overtaken:
+                self.overtaken += 1
+                self._overtaken_since_fetch = True
+                continue
+            rows[tp] = (max(0, lag.lag), lag.since)
+            if lag.since is not None:
+                methods[tp] = lag.seconds_method or ""
+        owned = self._owned.get(group, {})
+        uncommitted: dict[TopicPartition, int] = {}
+        for parts in owned.values():
+            for tp in parts:
+                if tp in committed or tp in rows or tp in uncommitted:
+                    continue
+                compat_rows.append((*tp, -1, -1))
+                lag = self.tracker.lag_uncommitted(*tp)
+                if lag is not None:
+                    uncommitted[tp] = max(0, lag.lag)
+        retention = self._retention_s
+        deadlines = [since + retention[tp[0]] for tp, (_, since) in rows.items()
+                     if since is not None and since != math.inf and tp[0] in retention]
+        verdict = None
+        sampled_at = self.tracker.last_round_at()
+        if sampled_at is not None and log_ends:
+            self.health.record(group, {tp: committed[tp] for tp in log_ends}, log_ends,
+                               self._last_commit.get(group, 0.0), sampled_at)
+            verdict = self.health.verdict(group, sampled_at)
+        if rows or uncommitted:
+            self._has_lag.add(group)
+        else:
+            self._has_lag.discard(group)
+        return GroupLag(group, rows, methods, uncommitted, owned, dict(self._truncations.get(group, {})), margins,
+                        self._lost.totals(group), min(deadlines) if deadlines else None, verdict, tuple(compat_rows))
+
+    def _count_truncation(self, group: str, topic: str, commit: tuple[TopicPartition, int]) -> None:
+        """Once per commit found truncated, however many refreshes see it."""
+        seen = self._truncated.setdefault(group, set())
+        if commit not in seen:
+            seen.add(commit)
+            by_topic = self._truncations.setdefault(group, {})
+            by_topic[topic] = by_topic.get(topic, 0) + 1

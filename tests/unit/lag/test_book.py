@@ -1,0 +1,145 @@
+"""The lag book driven by data alone: committed offsets, owned partitions and log-end samples in, rows out.
+
+No publisher, exporter or thread: a tracker on a test clock and a list that records what the book shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from streaming.lag.book import GroupLag, LagBook
+from streaming.lag.tracker import LagTracker
+from streaming.protocol import TopicPartition
+
+NOW = 1_700_000_000.0
+A: tuple[tuple[str, str], ...] = (("client_id", "a"),)
+B: tuple[tuple[str, str], ...] = (("client_id", "b"),)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Shown:
+    """What the book hands over: every group view, the last log ends."""
+
+    def __init__(self) -> None:
+        self.views: list[GroupLag] = []
+        self.ends: Mapping[TopicPartition, tuple[int, int]] = {}
+
+    def group(self, view: GroupLag) -> None:
+        self.views.append(view)
+
+    def log_ends(self, offsets: Mapping[TopicPartition, tuple[int, int]]) -> None:
+        self.ends = offsets
+
+    def last(self, group: str) -> GroupLag:
+        return [v for v in self.views if v.group == group][-1]
+
+
+def book() -> tuple[LagBook, LagTracker, Shown, Clock]:
+    clock = Clock()
+    tracker = LagTracker(interval_s=10, clock=clock)
+    shown = Shown()
+    return LagBook(tracker, shown), tracker, shown, clock
+
+
+def sample(tracker: LagTracker, clock: Clock, offsets: Mapping[TopicPartition, tuple[int, int]]) -> None:
+    """One poll round: log starts and ends sampled now."""
+    tracker.record_offsets(offsets, clock.now)
+    tracker.record_round(clock.now, {})
+
+
+def test_the_book_alone_tells_the_tracker_what_to_poll() -> None:
+    lag, tracker, shown, _ = book()
+    lag.update("g", {("t", 0): 5, ("t", 1): 7}, {A: [("t", 0)], B: [("t", 2)]})
+    assert not shown.views  # nothing sampled yet: nothing to show
+    lag.refresh(NOW)
+    assert tracker.partitions() == {("t", 0), ("t", 1), ("t", 2)}  # committed, and t/2 owned but never committed
+    lag.remove("g")
+    lag.refresh(NOW)
+    assert tracker.partitions() == set()
+
+
+def test_rows_uncommitted_partitions_members_and_log_ends() -> None:
+    lag, tracker, shown, clock = book()
+    lag.update("g", {("t", 0): 5, ("t", 1): 7}, {A: [("t", 0)], B: [("t", 2)]}, NOW)
+    lag.refresh(NOW)
+    sample(tracker, clock, {("t", 0): (0, 20), ("t", 1): (0, 7), ("t", 2): (3, 13)})
+    lag.refresh(NOW)
+    view = shown.last("g")
+    assert {tp: row[0] for tp, row in view.rows.items()} == {("t", 0): 15, ("t", 1): 0}
+    assert view.uncommitted == {("t", 2): 10}  # log end − log start: what an earliest reset reads
+    assert view.owned == {A: [("t", 0)], B: [("t", 2)]}
+    assert view.margins == {("t", 0): 5, ("t", 1): 7} and view.lost == {}
+    assert sorted(view.compat_rows) == [("t", 0, 5, 15), ("t", 1, 7, 0), ("t", 2, -1, -1)]
+    assert shown.ends == {("t", 0): (0, 20), ("t", 1): (0, 7), ("t", 2): (3, 13)}
+
+
+def test_a_commit_past_its_sample_waits_for_a_newer_sample() -> None:
+    lag, tracker, shown, clock = book()
+    lag.update("g", {("t", 0): 5}, {})
+    lag.refresh(NOW)
+    sample(tracker, clock, {("t", 0): (0, 20)})
+    lag.refresh(NOW)
+    assert shown.last("g").rows == {("t", 0): (15, None)}
+    lag.update("g", {("t", 0): 25}, None)  # the consumer moved on since the sample
+    assert shown.last("g").rows == {} and lag.overtaken == 1
+
+
+def test_truncations_are_counted_once_per_commit() -> None:
+    lag, tracker, shown, clock = book()
+    lag.update("g", {("t", 0): 50}, {})
+    lag.refresh(NOW)  # the commit is wanted (first seen now) before the sample that finds it truncated
+    clock.now += 1
+    sample(tracker, clock, {("t", 0): (0, 30)})
+    lag.refresh(clock.now)
+    lag.refresh(clock.now + 1)
+    assert shown.last("g").truncations == {"t": 1}
+
+
+def test_records_deleted_below_a_commit_are_lost_once() -> None:
+    lag, tracker, shown, clock = book()
+    lag.update("g", {("t", 0): 10}, {})
+    lag.refresh(NOW)
+    sample(tracker, clock, {("t", 0): (40, 100)})
+    lag.refresh(NOW)
+    lag.refresh(NOW)
+    view = shown.last("g")
+    assert view.lost == {"t": 30} and view.margins == {("t", 0): -30}
+
+
+def test_the_verdict_follows_the_samples() -> None:
+    """Records keep arriving, the group's commit stays put and its last commit is older than the window."""
+    lag, tracker, shown, clock = book()
+    lag.update("g", {("t", 0): 10}, {}, last_commit_s=NOW - 3600)
+    for i in range(4):
+        clock.now = NOW + 60 * i
+        sample(tracker, clock, {("t", 0): (0, 100 + 50 * i)})
+        lag.refresh(clock.now)
+    assert shown.last("g").verdict == ("ERR", "stopped")
+
+
+def test_no_verdict_before_a_sample_of_the_groups_partitions() -> None:
+    lag, tracker, shown, clock = book()
+    lag.update("g", {("t", 0): 10}, {})
+    lag.update("h", {("u", 0): 10}, {})
+    lag.refresh(NOW)
+    sample(tracker, clock, {("u", 0): (0, 20)})
+    lag.refresh(NOW)
+    assert [v.group for v in shown.views] == ["h"] and shown.last("h").verdict == ("OK", "ok")
+
+
+def test_a_group_changed_meanwhile_is_not_shown_from_its_older_offsets() -> None:
+    """Every view is built from the offsets the book holds when it is handed over."""
+    lag, tracker, shown, clock = book()
+    lag.update("g", {("t", 0): 5}, {})
+    lag.refresh(NOW)
+    sample(tracker, clock, {("t", 0): (0, 20)})
+    lag.refresh(NOW)
+    lag.update("g", {("t", 0): 12}, None)
+    assert shown.last("g").rows[("t", 0)][0] == 8
