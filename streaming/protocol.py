@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from enum import IntEnum
 from typing import Any, NamedTuple, Protocol
@@ -357,6 +357,25 @@ class BatchResult:
     errors: Counter[str] = field(default_factory=Counter)
     undecodable: Counter[int] = field(default_factory=Counter)  # of ``errors``, by record type
     dead_letters: list[DeadLetter] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    """One group a batch changed, as the group stage hands it to the driver (one per group per batch).
+
+    ``summary`` None: only commits moved, and nothing else a summary shows can have moved with them,
+    so only the group's offset series, commit count and lag are rendered again. ``assignments``
+    (each member's partitions by owner key) is None exactly then: the members' partitions stay as they
+    were. Plain data only, so that a change could travel as a row if the group fold ever runs in
+    Spark's executors.
+    """
+
+    group: str
+    summary: GroupSummary | None
+    committed: Mapping[TopicPartition, int]
+    commits_total: int = 0
+    last_commit_ms: int = 0
+    assignments: Mapping[str, Sequence[TopicPartition]] | None = None
 
 
 # --------------------------------------------------------------------------- cluster -> groups

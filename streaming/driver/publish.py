@@ -1,6 +1,7 @@
 """What the driver does with a group once a batch changed it: its series, its lag, the advisor.
 
-The group stage hands over summaries and offsets; :class:`Publisher` renders the group series
+The group stage hands over one change per changed group (:class:`~streaming.protocol.GroupChange`);
+:class:`Publisher` renders what it is given, never reaching back into the stage: the group series
 (:mod:`streaming.metrics.groups`) into the exporter, gives the lag book what lag is computed over
 (:mod:`streaming.lag.book`, which tells the lag tracker what to poll and hands its rows back to be
 rendered, :mod:`streaming.driver.lag_render`) and offers the group to the assignor advisor, whose
@@ -18,10 +19,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from streaming.advisor.background import AdvisorPass
 from streaming.driver.floors import CounterFloors
 from streaming.driver.lag_render import LagLines, ScrapeText
-from streaming.groups.boundary import CHURN_WINDOW_MS
-from streaming.groups.model import referenced_topic_ids
-from streaming.groups.offsets import CommittedOffsets
-from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.lag.book import LagBook
 from streaming.lag.tracker import LagTracker
 from streaming.live.config import DEFAULT_INTERVAL_S as LIVE_INTERVAL_S
@@ -42,7 +39,7 @@ from streaming.metrics.groups import (
 from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.lag import LAG_FAMILIES, member_partitions
 from streaming.metrics.live import HEALTH, LIVE_FAMILIES, LIVE_NAMES, RETENTION_FAMILIES, state_lines
-from streaming.protocol import GroupSummary, TopicPartition
+from streaming.protocol import GroupChange, GroupSummary, TopicPartition
 
 
 class Publisher:
@@ -63,58 +60,35 @@ class Publisher:
         # A live observation older than three polls (two missed) no longer wins over the offsets topic.
         self.states = StateView(LiveStates(), self._put_state, 3 * live_poll_seconds if live_poll_seconds > 0 else 0.0)
         self.floors = CounterFloors()
-        self._churning: set[str] = set()  # groups whose last whole publish showed member churn
 
-    def update(self, stage: GroupStage, group: str, now_ms: int) -> None:
-        """Re-render one group's series from the stage's summary, committed offsets and assignments."""
-        self.publish(stage.summary(group, now_ms), stage.offsets.get(group), stage.assignments(group))
-
-    def update_offsets(self, stage: GroupStage, group: str, now_ms: int) -> None:
-        """A group changed by commits alone: only the series commits move (its offsets, commit count, lag) are
-        rendered again. The rest show what the last whole publish rendered, which is what a summary taken now
-        would show, but where time or the cluster moves them (see :meth:`_may_move`): such a group goes the
-        whole way."""
-        offsets = stage.offsets.get(group)
-        commits_total = None if offsets is None or self._may_move(stage, group, now_ms) else \
-            self.floors.hold_commits(group, offsets.commits_total)
-        if offsets is None or commits_total is None:
-            self.update(stage, group, now_ms)
+    def apply(self, change: GroupChange) -> None:
+        """One group's series from the change the group stage handed over (see
+        :class:`~streaming.protocol.GroupChange`): every series when it carries a summary, else only the
+        series commits move (its offsets, commit count, lag); the rest show what the last whole change
+        rendered."""
+        if change.summary is not None:
+            self._publish(change.summary, change)
             return
-        committed = offsets.offsets.committed()
-        self.exporter.put(group, offset_lines(self.cluster, group, committed, commits_total, self.per_partition),
-                          OFFSET_NAMES)
-        self.book.update(group, committed, None, offsets.last_commit_ms / 1000)
+        group = change.group
+        commits_total = self.floors.hold_commits(group, change.commits_total)
+        if commits_total is None:  # no whole change since this process started: none to keep a floor from
+            commits_total = change.commits_total
+        self.exporter.put(group, offset_lines(self.cluster, group, change.committed, commits_total,
+                                              self.per_partition), OFFSET_NAMES)
+        self.book.update(group, change.committed, None, change.last_commit_ms / 1000)
 
-    def _may_move(self, stage: GroupStage, group: str, now_ms: int) -> bool:
-        """Member churn was shown at the last publish or a member change is inside its window now (the window
-        slides), or a KIP-848 topic id has no name yet (the cluster may know it by now)."""
-        if group in self._churning:
-            return True
-        snapshot = stage.snapshots.get(group)
-        if snapshot is None:
-            return False
-        return any(t > now_ms - CHURN_WINDOW_MS for t, _, _ in snapshot.churn) or (
-            snapshot.consumer is not None and bool(referenced_topic_ids(snapshot) - snapshot.topic_names.keys()))
-
-    def publish(self, summary: GroupSummary, offsets: GroupOffsets | None,
-                assignments: Mapping[str, Sequence[TopicPartition]] | None = None) -> None:
-        """One group's series from its summary, committed offsets and members' partitions (by owner key)."""
+    def _publish(self, summary: GroupSummary, change: GroupChange) -> None:
         group = summary.group
-        committed = offsets.offsets.committed() if offsets else CommittedOffsets()
-        shown, commits_total = self.floors.hold(summary, offsets.commits_total if offsets else 0)
-        if shown.member_churn:
-            self._churning.add(group)
-        else:
-            self._churning.discard(group)
-        lines = group_lines(self.cluster, shown, committed, commits_total,
+        shown, commits_total = self.floors.hold(summary, change.commits_total)
+        lines = group_lines(self.cluster, shown, change.committed, commits_total,
                             self.per_partition, self.member_mode, self.kafka_exporter)
         self.exporter.put(group, lines, self._group_names)
         self.book.rebalanced(group, summary.rebalances_total, time.time())
         self.states.from_offsets(summary)
-        self.book.update(group, committed, member_partitions(summary, assignments, self.member_mode),
-                        offsets.last_commit_ms / 1000 if offsets else 0.0)
+        self.book.update(group, change.committed, member_partitions(summary, change.assignments, self.member_mode),
+                         change.last_commit_ms / 1000)
         if self.advisor is not None:
-            self.advisor.offer(summary, assignments)
+            self.advisor.offer(summary, change.assignments)
 
     def remove(self, group: str) -> None:
         """A deleted or expired group: the lag book first, so a lag refresh cannot put it back."""
@@ -122,7 +96,6 @@ class Publisher:
         self.states.forget(group)
         self.exporter.remove(group)
         self.floors.forget(group)
-        self._churning.discard(group)
         if self.advisor is not None:
             self.advisor.forget(group)
 

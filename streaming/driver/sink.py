@@ -84,7 +84,7 @@ class BatchSink:
             now_ms = int(time.time() * 1000)
             with young_garbage_only():
                 for group in sorted(stage.groups):
-                    publisher.update(stage, group, now_ms)
+                    publisher.apply(stage.change(group, now_ms))
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
@@ -123,12 +123,8 @@ class BatchSink:
         instruments = self.publisher.instruments
         instruments.count_records(batch.records, batch.newest_record_ms)
         instruments.count_decode_errors(batch.errors + result.errors)
-        now_ms = int(time.time() * 1000)
-        for group in sorted(result.changed):
-            if group in result.folded:
-                self.publisher.update(self.stage, group, now_ms)
-            else:
-                self.publisher.update_offsets(self.stage, group, now_ms)
+        for change in self.stage.changes(result, int(time.time() * 1000)):
+            self.publisher.apply(change)
         for group in result.removed:
             self.publisher.remove(group)
         instruments.count_limits(self.stage.take_limit_hits(), self.stage.groups_dropped,

@@ -29,12 +29,21 @@ from decoders import DecodeError, decode
 from decoders.folding import fold_record
 from decoders.reader import uuid_text
 from decoders.records import CONSUMER_GROUP_TYPES, RecordType
+from streaming.groups.boundary import CHURN_WINDOW_MS
 from streaming.groups.config import GroupsConfig
 from streaming.groups.fold import apply_record, drop_expired, learn_topic_names
 from streaming.groups.model import GroupSnapshot, referenced_topic_ids
 from streaming.groups.offsets import PartitionOffsets
 from streaming.groups.summary import summarize
-from streaming.protocol import BatchInput, BatchResult, ClusterFacts, DeadLetter, GroupSummary, TopicPartition
+from streaming.protocol import (
+    BatchInput,
+    BatchResult,
+    ClusterFacts,
+    DeadLetter,
+    GroupChange,
+    GroupSummary,
+    TopicPartition,
+)
 
 # KIP-848 records at which the group's topic names are needed: they can complete an assignment
 # (type 6) or empty the group (type 3), and a departure is told by its last commit, kept by name.
@@ -78,6 +87,9 @@ class GroupStage:
         self.groups_dropped = 0  # groups the last batch with records turned away (--max-groups)
         self.members_dropped: dict[str, int] = {}  # group -> member series left out (--max-members-per-group)
         self._limit_hits: Counter[str] = Counter()
+        # Groups a change with a summary was handed over for since this stage was built, and whether that
+        # summary showed member churn: the others' first change is whole, whatever moved.
+        self._whole: dict[str, bool] = {}
 
     @property
     def groups(self) -> set[str]:
@@ -260,11 +272,13 @@ class GroupStage:
             self.snapshots.pop(group, None)
             self.offsets.pop(group, None)
             self.members_dropped.pop(group, None)
+            self._whole.pop(group, None)
 
     def _forget(self, group: str, result: BatchResult) -> None:
         self.snapshots.pop(group, None)
         self.offsets.pop(group, None)
         self.members_dropped.pop(group, None)
+        self._whole.pop(group, None)
         result.changed.discard(group)
         result.folded.discard(group)
         result.removed.add(group)
@@ -310,6 +324,35 @@ class GroupStage:
         return {m.owner: sorted((names[topic], p) for topic, parts in (m.current.assigned if m.current else {}).items()
                                 if topic in names for p in parts)
                 for m in snapshot.consumer.members.values()}
+
+    def changes(self, result: BatchResult, now_ms: int) -> list[GroupChange]:
+        """One change per group the batch changed, in group order (see :meth:`change`)."""
+        return [self.change(group, now_ms, whole=group in result.folded) for group in sorted(result.changed)]
+
+    def change(self, group: str, now_ms: int, whole: bool = True) -> GroupChange:
+        """What the driver renders for ``group``: with its summary and assignments when ``whole`` (a group
+        record was folded) or when more than commits can have moved (see :meth:`_may_move`)."""
+        offsets = self.offsets.get(group) or GroupOffsets()
+        committed = offsets.offsets.committed()
+        if not whole and not self._may_move(group, now_ms):
+            return GroupChange(group, None, committed, offsets.commits_total, offsets.last_commit_ms)
+        summary = self.summary(group, now_ms)
+        self._whole[group] = bool(summary.member_churn)
+        return GroupChange(group, summary, committed, offsets.commits_total, offsets.last_commit_ms,
+                           self.assignments(group))
+
+    def _may_move(self, group: str, now_ms: int) -> bool:
+        """Whether a group changed by commits alone still needs a summary: none was handed over yet, member
+        churn was shown in the last one or a member change is inside its window now (the window slides),
+        or a KIP-848 topic id has no name yet (the cluster may know it by now)."""
+        churning = self._whole.get(group)
+        if churning is None or churning:
+            return True
+        snapshot = self.snapshots.get(group)
+        if snapshot is None:
+            return False
+        return any(t > now_ms - CHURN_WINDOW_MS for t, _, _ in snapshot.churn) or (
+            snapshot.consumer is not None and bool(referenced_topic_ids(snapshot) - snapshot.topic_names.keys()))
 
     def summary(self, group: str, now_ms: int) -> GroupSummary:
         """The group's summary; past ``max_members_per_group`` only the first members by owner key

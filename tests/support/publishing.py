@@ -4,6 +4,7 @@ scraped: the fixtures of the tests that publish and read back what a scrape show
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,6 +16,7 @@ from streaming.groups.offsets import CommittedOffset, PartitionOffsets
 from streaming.groups.stage import GroupOffsets
 from streaming.groups.summary import summarize
 from streaming.lag.tracker import LagTracker
+from streaming.protocol import GroupChange, GroupSummary, TopicPartition
 
 T0 = 1_700_000_000_000
 
@@ -73,6 +75,14 @@ def kip848_summary():
     return summarize(snap, T0)
 
 
+def whole(summary: GroupSummary, offsets: GroupOffsets | None = None,
+          assignments: Mapping[str, Sequence[TopicPartition]] | None = None) -> GroupChange:
+    """The change the group stage hands over once a group record was folded: summary, offsets, assignments."""
+    offsets = offsets or GroupOffsets()
+    return GroupChange(summary.group, summary, offsets.offsets.committed(), offsets.commits_total,
+                       offsets.last_commit_ms, assignments)
+
+
 class Clock:
     def __init__(self, now: float) -> None:
         self.now = now
@@ -114,8 +124,8 @@ def make_exporter(granularity: str = "partition", max_series: int | None = None,
     clock = Clock(NOW)
     tracker = LagTracker(interval_s=10, clock=clock)
     exporter = build_publishing("prod-eu", tracker, granularity, max_series, **wiring)
-    exporter.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
-    exporter.publish(kip848_summary(), None)
+    exporter.apply(whole(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS))
+    exporter.apply(whole(kip848_summary(), None))
     # the source topic is tracked for the job's own input lag: 40 records past where the last batch ended
     exporter.instruments.observe_batch(0.3, 1, {("offsets", 0): 1000}, 1_700_000_000.5)
     exporter.instruments.observe_batch(7.0, 2, {("offsets", 0): 1060}, 1_700_000_010.5)

@@ -68,3 +68,28 @@ def test_no_import_climbs_a_floor_or_crosses_one_sideways() -> None:
 
 def test_the_driver_builds_the_query_from_its_own_configs() -> None:
     assert "JobOptions" not in (ROOT / "driver" / "query.py").read_text()
+
+
+def sources(unit: str) -> dict[Path, str]:
+    return {p: p.read_text() for p in modules() if unit_of(p) == unit}
+
+
+def test_only_the_lag_book_tells_the_tracker_what_to_poll() -> None:
+    callers = {p.relative_to(ROOT).as_posix() for p in modules() if ".set_wanted(" in p.read_text()}
+    assert callers == {"lag/book.py"}, callers
+
+
+def test_the_metrics_stage_starts_no_thread_but_the_http_servers() -> None:
+    starting = {p.name for p, text in sources("metrics").items() if "Thread(" in text or "PollingThread" in text}
+    assert starting <= {"server.py"}, starting
+
+
+def test_the_driver_renders_what_the_group_stage_hands_over() -> None:
+    """One GroupChange per changed group: the driver never reads the stage's snapshots or its fold's modules."""
+    reaching = {p.name for p, text in sources("driver").items()
+                if ".snapshots" in text or "streaming.groups.boundary" in text or "streaming.groups.model" in text}
+    assert not reaching, reaching
+
+
+def test_the_job_is_wired_by_constructors() -> None:
+    assert "add_" not in (ROOT / "job.py").read_text()

@@ -29,6 +29,7 @@ from tests.support.publishing import (
     parse,
     scrape,
     value,
+    whole,
 )
 
 EXPOSED = {
@@ -131,7 +132,7 @@ def test_assignor_advice_published_by_the_advisor_pass(exporter):
     assert value(samples, name, group="orders", assignor="range") == pytest.approx(4 / 3)
     assert value(samples, name, group="orders", assignor="roundrobin") == 1.0
     assert {lab["group"] for lab, _ in samples[name]} == {"orders"} and "background" in helps[name]
-    exporter.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)  # the batch's render keeps it
+    exporter.apply(whole(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS))  # the batch's render keeps it
     assert len(scrape(exporter)[0][name]) == 2
     advice("orders", None)
     assert not scrape(exporter)[0][name]
@@ -173,7 +174,7 @@ def test_lag_seconds_grow_between_polls_as_the_record_ages():
     publisher = build_publishing("c", LagTracker(interval_s=10))
     tracker = publisher.book.tracker
     written = time.time() - 100
-    publisher.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
+    publisher.apply(whole(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS))
     publisher.book.refresh()
     tracker.record_offsets({("t0", 0): (0, 200)}, time.time())
     tracker.record_times({(("t0", 0), 150): RecordTime(int(written * 1000), 200)}, [], time.time())
@@ -200,7 +201,7 @@ def test_member_labels_member_mode_names_each_member():
     clock = Clock(NOW)
     tracker = LagTracker(interval_s=10, clock=clock)
     publisher = build_publishing("prod-eu", tracker, member_mode="member")
-    publisher.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
+    publisher.apply(whole(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS))
     publisher.book.refresh(NOW)
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 190), ("t0", 2): (10, 40)}, NOW - 1)
     publisher.book.refresh(NOW)
@@ -221,8 +222,8 @@ def test_a_rejoin_storm_mints_member_series_only_when_asked_to(mode, bounded):
         value = Struct(protocolType="consumer", generation=generation, protocol="range", leader="steady",
                        currentStateTimestamp=T0, members=tuple(members))
         snap, _ = apply_record(snap, Record(2, Struct(group="storm"), 3, value), T0 + generation)
-        publisher.publish(summarize(snap, T0 + generation), None, {"steady": [("t0", 0)],
-                                                                    f"flappy-{generation}": [("t0", 1)]})
+        publisher.apply(whole(summarize(snap, T0 + generation), None, {"steady": [("t0", 0)],
+                                                                    f"flappy-{generation}": [("t0", 1)]}))
         series = scrape(publisher)[0]["kafka_consumergroup_member_assigned_partitions"]
         seen |= {frozenset(lab.items()) for lab, _ in series}
     assert len(seen) == (2 if bounded else 31), sorted(seen)
@@ -286,8 +287,8 @@ def test_removed_groups_vanish(exporter):
 
 def test_updates_replace_a_groups_series(exporter):
     updated = orders_summary()
-    exporter.publish(type(updated)(**{**updated.__dict__, "rebalances_total": 9}), ORDERS_OFFSETS,
-                          ORDERS_ASSIGNMENTS)
+    exporter.apply(whole(type(updated)(**{**updated.__dict__, "rebalances_total": 9}), ORDERS_OFFSETS,
+                          ORDERS_ASSIGNMENTS))
     samples, _, _ = scrape(exporter)
     assert value(samples, "kafka_consumergroup_rebalances_total", group="orders") == 9
     assert value(samples, "kafka_consumergroup_partition_lag", group="orders", topic="t0", partition=0) == 50
@@ -307,7 +308,7 @@ def test_series_limit_drops_whole_groups_and_says_so():
 def test_label_values_are_escaped():
     exporter, _ = make_exporter()
     summary = orders_summary()
-    exporter.publish(type(summary)(**{**summary.__dict__, "group": 'we"ird\\name\n'}), None)
+    exporter.apply(whole(type(summary)(**{**summary.__dict__, "group": 'we"ird\\name\n'}), None))
     samples, _, _ = scrape(exporter)
     assert value(samples, "kafka_consumergroup_generation", group='we"ird\\name\n') == 2
 
@@ -354,7 +355,7 @@ def test_concurrent_writers_and_scrapes():
             errors.append(exc)
 
     writers = [
-        lambda i: exporter.publish(summary, ORDERS_OFFSETS),
+        lambda i: exporter.apply(whole(summary, ORDERS_OFFSETS)),
         lambda i: exporter.remove("orders") if i % 3 == 0 else None,
         lambda i: exporter.book.refresh(NOW + i / 100),
         lambda i: exporter.instruments.observe_batch(0.01, i, {("offsets", 0): i}, float(i)),

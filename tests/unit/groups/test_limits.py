@@ -73,7 +73,7 @@ def test_members_beyond_the_limit_leave_the_member_series_but_are_still_counted(
 
     publisher = build_publishing("test", LagTracker(interval_s=10))
     for group in ("big", "small"):
-        publisher.update(stage, group, NOW_MS)
+        publisher.apply(stage.change(group, NOW_MS))
     publisher.instruments.count_limits(stage.take_limit_hits(), stage.groups_dropped,
                                        sum(stage.members_dropped.values()))
     samples = scrape(publisher.exporter)

@@ -129,7 +129,7 @@ def test_lag_poller_is_asked_for_topic_names_only():
     tracker = LagTracker()
     text = ScrapeText("c", tracker, names.unresolved)
     publisher = build_publishing("c", tracker, text=text)
-    publisher.update(stage, G, T0 + 200)
+    publisher.apply(stage.change(G, T0 + 200))
     publisher.book.refresh()
     assert tracker.partitions() == {("orders", p) for p in range(4)}
     assert b'rebalance_monitor_unresolved_topic_ids_total{cluster="c",reason="unknown_topic_id"} 1\n' in (

@@ -7,7 +7,7 @@ from streaming.groups.offsets import CommittedOffset, PartitionOffsets
 from streaming.groups.stage import GroupOffsets
 from streaming.lag.retention import LostRecords
 from streaming.lag.tracker import LagTracker, RecordTime, TopicConfig
-from tests.support.publishing import Clock, orders_summary, scrape
+from tests.support.publishing import Clock, orders_summary, scrape, whole
 
 TP = ("t", 0)
 
@@ -34,7 +34,7 @@ def test_lost_records_and_margins_reach_metrics():
     publisher = build_publishing("c", tracker)
     summary = orders_summary()
     def commit(offset: int) -> None:
-        publisher.publish(summary, GroupOffsets(PartitionOffsets({("t0", 0): CommittedOffset(offset, None)}), 1))
+        publisher.apply(whole(summary, GroupOffsets(PartitionOffsets({("t0", 0): CommittedOffset(offset, None)}), 1)))
 
     def sample(start: int, end: int) -> dict:
         tracker.record_offsets({("t0", 0): (start, end)}, clock())
@@ -61,9 +61,9 @@ def test_the_retention_deadline_is_the_oldest_unread_record_plus_its_topics_rete
     clock = Clock(1_700_000_100.0)
     tracker = LagTracker(interval_s=10, clock=clock)
     publisher = build_publishing("c", tracker)
-    publisher.publish(orders_summary(), GroupOffsets(PartitionOffsets({("t0", 0): CommittedOffset(100, None),
+    publisher.apply(whole(orders_summary(), GroupOffsets(PartitionOffsets({("t0", 0): CommittedOffset(100, None),
                                                        ("t0", 1): CommittedOffset(50, None),
-                                                       ("t1", 0): CommittedOffset(9, None)}), 3))
+                                                       ("t1", 0): CommittedOffset(9, None)}), 3)))
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 50), ("t1", 0): (0, 10)}, clock())
     # t0:0's next record was written 600 s ago; t0:1 is caught up (nothing unread); t1 keeps its records forever.
     tracker.record_times({(("t0", 0), 100): RecordTime(int((clock() - 600) * 1000), 200),

@@ -8,7 +8,7 @@ from streaming.driver.publish import build_publishing
 from streaming.lag.tracker import LagTracker
 from streaming.live.state import LiveGroup, LiveStates
 from streaming.live.view import FromOffsets, choose
-from tests.support.publishing import orders_summary, scrape
+from tests.support.publishing import orders_summary, scrape, whole
 
 CLASSIC = "classic"
 
@@ -80,7 +80,7 @@ def test_metrics_show_one_state_per_group_switching_source_without_contradiction
     publisher = build_publishing("c", LagTracker(interval_s=10), live_poll_seconds=10)
     publisher.states._clock = lambda: clock[0]
     summary = orders_summary()
-    publisher.publish(summary, None)
+    publisher.apply(whole(summary, None))
 
     def states() -> list[tuple[str, float]]:
         samples = scrape(publisher)[0]
@@ -112,7 +112,7 @@ def test_a_generation_read_after_the_live_view_saw_the_rebalance_ends_it():
     publisher = build_publishing("c", LagTracker(interval_s=10), live_poll_seconds=10)
     publisher.states._clock = lambda: clock[0]
     publisher.states.live.observe(listing(orders="PreparingRebalance"), 1_700_000_050.0, True)
-    publisher.publish(orders_summary(), None)
+    publisher.apply(whole(orders_summary(), None))
     shown = publisher.states.shown("orders")
     assert shown is not None and (shown.state, shown.source) == ("Stable", "offsets")
     publisher.states.live.observe(listing(orders="Stable"), 1_700_000_066.0, True)

@@ -14,6 +14,7 @@ from tests.support.publishing import (
     kip848_summary,
     orders_summary,
     scrape,
+    whole,
 )
 
 # kafka_exporter's README, "Metrics": every family it exports about consumer groups and topic
@@ -43,8 +44,8 @@ def publisher(compat: str, granularity: str = "partition"):
     clock = Clock(NOW)
     tracker = LagTracker(interval_s=10, clock=clock)
     pub = build_publishing("prod-eu", tracker, granularity, compat_mode=compat)
-    pub.publish(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS)
-    pub.publish(kip848_summary(), None)
+    pub.apply(whole(orders_summary(), ORDERS_OFFSETS, ORDERS_ASSIGNMENTS))
+    pub.apply(whole(kip848_summary(), None))
     pub.book.refresh(NOW)
     tracker.record_offsets({("t0", 0): (0, 200), ("t0", 1): (0, 210), ("t0", 2): (10, 40)}, NOW + 1)
     pub.book.refresh(NOW + 1)
