@@ -103,8 +103,14 @@ def _count(assignment: Assignment) -> int:
 
 def _epoch_lag(assignment_epoch: int | None, current: CurrentAssignment | None) -> int | None:
     """Target assignments a KIP-848 member has not caught up with: Kafka moves a member to the
-    target epoch only once it has revoked what it must give up (None: either epoch unknown)."""
-    if assignment_epoch is None or current is None or current.member_epoch is None:
+    target epoch only once it has revoked what it must give up (None: either epoch unknown).
+
+    A negative member epoch is a sentinel, not an epoch: -2 (LEAVE_GROUP_STATIC_MEMBER_EPOCH) is
+    the current-assignment record Kafka writes for a static member that left temporarily (it keeps
+    its assignment until it rejoins or its session times out), -1 (LEAVE_GROUP_MEMBER_EPOCH) a
+    member leaving. Such a member has no epoch lag (None: its series is left out), neither behind
+    by target + 2 nor reconciled (0)."""
+    if assignment_epoch is None or current is None or current.member_epoch is None or current.member_epoch < 0:
         return None
     return max(0, assignment_epoch - current.member_epoch)
 
