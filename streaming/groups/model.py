@@ -321,11 +321,17 @@ def subscribed_topics(snapshot: GroupSnapshot) -> set[str]:
 
 
 def referenced_topic_ids(snapshot: GroupSnapshot) -> set[str]:
-    """KIP-848 topic ids in any member's records, the last boundary or the ownership history."""
+    """KIP-848 topic ids in any member's records, the last boundary or the ownership history.
+
+    Ids only, taken from the records' Uuid fields: the boundary's topics count only when the last
+    boundary was a KIP-848 one (a group converted from classic keeps its classic boundary, by topic
+    name, until its first KIP-848 one), so a topic name is never asked for as an id."""
     state = snapshot.consumer
     if state is None:
         return set()
-    ids = {topic for topic, _ in snapshot.last_owner} | {topic for topic, _ in snapshot.epoch_owners}
+    ids: set[str] = set()
+    if snapshot.epoch_type in (CONSUMER, None):
+        ids |= {topic for topic, _ in snapshot.last_owner} | {topic for topic, _ in snapshot.epoch_owners}
     for m in state.members.values():
         ids.update(m.target or ())
         if m.current is not None:
