@@ -391,7 +391,9 @@ class OtherMember:
     ``assigned`` counts what the member holds now (current assignment record): share
     groups, partitions (several members may share one); streams groups, active tasks
     (one per input partition of a subtopology). ``member_epoch`` / ``state`` are the
-    current assignment's (state: Kafka's member state number, 0 = stable).
+    current assignment's (state: Kafka's member state number, 0 = stable). ``partitions``:
+    share groups, the partitions held by topic id, so a partition several members share
+    counts once in the group's total (empty for streams groups).
     """
 
     member_id: str
@@ -403,6 +405,7 @@ class OtherMember:
     assigned: int = 0
     target: int | None = None
     known: bool = False  # its metadata record is there (not tombstoned)
+    partitions: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def owner(self) -> str:
