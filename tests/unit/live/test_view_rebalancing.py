@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from streaming.groups.model import GroupSnapshot
+from streaming.groups.summary import summarize
 from streaming.live.state import LiveStates
 from streaming.live.view import Shown, StateView
 from streaming.protocol import GroupSummary
-from tests.unit.metrics.test_exporter import orders_summary
 
 G = "orders"
 START = 1_700_001_000.0
@@ -26,7 +27,7 @@ class Monitor:
         self.now = START - 100
         self.view = StateView(LiveStates(), lambda group, shown, durations: None, 3 * POLL_S,
                               clock=lambda: self.now)
-        self.base = orders_summary()
+        self.base = summarize(GroupSnapshot(group=G), 0)  # only the fields the view reads are set below
         self.generation(4, START - 100)
 
     def generation(self, generation: int, written_s: float) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from streaming.metrics import compat
 from streaming.metrics.exposition import Lines
-from tests.unit.metrics.test_compat import by_labels, publisher
-from tests.unit.metrics.test_exporter import scrape
+from tests.unit.metrics.test_compat import by_labels, publisher, scrape
 
 
 def values(lines: Lines, family: compat.Family) -> dict[str, float]:
