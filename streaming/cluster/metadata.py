@@ -31,12 +31,12 @@ from streaming.protocol import CONSUMER, RebalanceEvent, TopicPartition
 
 log = logging.getLogger(__name__)
 
-TOPIC_ID_TEXT = re.compile(r"^[A-Za-z0-9_-]{22}$")
+TOPIC_ID_TEXT = re.compile(r"^[A-Za-z0-9_-]{22}$")  # validates an id's text; never tells an id from a name
 SESSION_TIMEOUT_CONFIG = "group.consumer.session.timeout.ms"
 OFFSETS_TOPIC = "__consumer_offsets"
 REFRESH_SECONDS = 5.0  # an id not in the cache asks the cluster at most this often
 SESSION_TIMEOUT_MAX_AGE_S = 600.0  # the brokers' session timeout is read again after this long
-UNRESOLVED_REMEMBERED = 10_000  # ids already counted as unresolved (oldest forgotten first)
+UNRESOLVED_REMEMBERED = 10_000  # ids already counted as unresolved, or asked and not named yet (oldest forgotten first)
 
 
 class TopicMetadata:
@@ -129,6 +129,12 @@ class TopicNames:
     once by reason in :meth:`unresolved`, however often it is asked for again; callers leave
     such ids out rather than show or measure them as topic names.
 
+    Which strings are ids is what callers ask for: the group stage asks for the topics of the
+    KIP-848 records' Uuid fields (:func:`~streaming.groups.model.referenced_topic_ids`), never for a
+    name. A topic name can have an id's shape (any 22 characters of ``[A-Za-z0-9_-]``, say
+    ``customer-orders-events``), so :meth:`resolve` renames only strings known as ids (named, or
+    asked for and not named yet), never a string for its shape.
+
     ``session_timeout()`` reads the brokers' ``group.consumer.session.timeout.ms``, kept for
     ``SESSION_TIMEOUT_MAX_AGE_S``. Thread-safe (the batch thread and the scrape's lag renders ask).
     """
@@ -144,17 +150,25 @@ class TopicNames:
         self._names: dict[str, str] = {}
         self._asked_at = -math.inf
         self._counted: dict[str, str] = {}  # id -> the reason it was counted for (insertion ordered)
+        self._unnamed: dict[str, None] = {}  # ids asked for that have no name yet (insertion ordered)
         self._unresolved: dict[str, int] = {}
         self._session: tuple[int | None, float] | None = None
 
     def learn(self, names: Mapping[str, str]) -> None:
         """Pairs learnt without asking (the topic id an offset commit carries beside its topic)."""
         with self._lock:
-            self._names.update({t: n for t, n in names.items() if t and n})
+            learnt = {t: n for t, n in names.items() if t and n}
+            self._names.update(learnt)
+            for topic_id in learnt:
+                self._unnamed.pop(topic_id, None)
 
     def topic_names(self, topic_ids: Collection[str]) -> dict[str, str]:
         with self._lock:
             unknown = {t for t in topic_ids if t not in self._names}
+            for topic_id in unknown:
+                self._unnamed[topic_id] = None
+            while len(self._unnamed) > UNRESOLVED_REMEMBERED:
+                del self._unnamed[next(iter(self._unnamed))]
             due = bool(unknown) and self._clock() - self._asked_at >= self._refresh_s
             if due:
                 self._asked_at = self._clock()
@@ -174,8 +188,10 @@ class TopicNames:
             failed = set()
         with self._lock:
             self._names.update(found)
+            for topic_id in found:
+                self._unnamed.pop(topic_id, None)
             self._count(failed, "metadata_error")
-            self._count(unknown - failed - found.keys(), "unknown_topic_id")
+            self._count(wellformed - failed - found.keys(), "unknown_topic_id")  # a malformed string is no id
 
     def _count(self, ids: Iterable[str], reason: str) -> None:
         for topic_id in ids:
@@ -210,9 +226,11 @@ class TopicNames:
 
     def resolve(self, events: list[RebalanceEvent]) -> list[RebalanceEvent]:
         """Events whose moved partitions still name a topic by id (folded before its name was known),
-        renamed where the id is known now."""
-        ids = {topic for e in events if e.group_type == CONSUMER
-               for topic, _ in e.moved_partitions if TOPIC_ID_TEXT.match(topic)}
+        renamed where the id is known now. A moved partition's topic is an id only if it was asked for
+        as one (see the class docstring); a name shaped like an id is left as it is, never looked up."""
+        with self._lock:
+            ids = {topic for e in events if e.group_type == CONSUMER
+                   for topic, _ in e.moved_partitions if topic in self._names or topic in self._unnamed}
         if not ids:
             return events
         names = self.topic_names(ids)

@@ -322,11 +322,17 @@ def subscribed_topics(snapshot: GroupSnapshot) -> set[str]:
 
 
 def referenced_topic_ids(snapshot: GroupSnapshot) -> set[str]:
-    """KIP-848 topic ids in any member's records, the last boundary or the ownership history."""
+    """KIP-848 topic ids in any member's records, the last boundary or the ownership history.
+
+    Ids only, taken from the records' Uuid fields: the boundary's topics count only when the last
+    boundary was a KIP-848 one (a group converted from classic keeps its classic boundary, by topic
+    name, until its first KIP-848 one), so a topic name is never asked for as an id."""
     state = snapshot.consumer
     if state is None:
         return set()
-    ids = {topic for topic, _ in snapshot.last_owner} | {topic for topic, _ in snapshot.epoch_owners}
+    ids: set[str] = set()
+    if snapshot.epoch_type in (CONSUMER, None):
+        ids |= {topic for topic, _ in snapshot.last_owner} | {topic for topic, _ in snapshot.epoch_owners}
     for m in state.members.values():
         ids.update(m.target or ())
         if m.current is not None:
@@ -386,7 +392,9 @@ class OtherMember:
     ``assigned`` counts what the member holds now (current assignment record): share
     groups, partitions (several members may share one); streams groups, active tasks
     (one per input partition of a subtopology). ``member_epoch`` / ``state`` are the
-    current assignment's (state: Kafka's member state number, 0 = stable).
+    current assignment's (state: Kafka's member state number, 0 = stable). ``partitions``:
+    share groups, the partitions held by topic id, so a partition several members share
+    counts once in the group's total (empty for streams groups).
     """
 
     member_id: str
@@ -398,6 +406,7 @@ class OtherMember:
     assigned: int = 0
     target: int | None = None
     known: bool = False  # its metadata record is there (not tombstoned)
+    partitions: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def owner(self) -> str:

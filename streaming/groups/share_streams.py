@@ -9,6 +9,11 @@ records say: the group's true type, its epochs, its members with client id, host
 epoch, state and how much each holds (share: partitions, which members may share;
 streams: active tasks). No rebalance events are made for them; their group-epoch steps
 count in ``generations_advanced_total`` like any group's.
+
+A share group's partitions are shared by design (KIP-932: records of a partition are handed
+out per fetch to whichever of its members asks), so its assigned total counts each partition
+once however many members hold it, and it has no imbalance ratio: partitions per member say
+nothing about a member's load when the partitions are shared (:func:`share_partitions`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 from decoders.records import SHARE_GROUP_TYPES, Record, RecordType
 from streaming.groups.boundary import advance_generation, metadata_arrives
-from streaming.groups.model import GroupSnapshot, OtherGroupState, learn_topic
+from streaming.groups.model import GroupSnapshot, OtherGroupState, assignment_of, learn_topic
 from streaming.protocol import SHARE, STREAMS
 
 _GROUP_EPOCH = (RecordType.SHARE_GROUP_METADATA, RecordType.STREAMS_GROUP_METADATA)
@@ -69,6 +74,8 @@ def apply_share_streams(snapshot: GroupSnapshot, record: Record, record_time_ms:
         member.member_epoch = value.get("memberEpoch")
         member.state = value.get("state")
         member.assigned = _held(value, "assignedPartitions")
+        if group_type == SHARE:
+            member.partitions = assignment_of(value.get("assignedPartitions"), "topicId")
     elif record_type in _TOPIC_NAMES:
         for field_name in ("topics", "initializedTopics", "initializingTopics"):
             for topic in value.get(field_name) or ():
@@ -79,6 +86,15 @@ def _held(value: Mapping[str, Any], share_field: str = "topicPartitions") -> int
     """Share: partitions held; streams: active tasks held (one per partition of a subtopology)."""
     entries: Iterable[Mapping[str, Any]] = value.get(share_field) or value.get("activeTasks") or ()
     return sum(len(entry.get("partitions") or ()) for entry in entries)
+
+
+def share_partitions(state: OtherGroupState) -> int:
+    """A share group's partitions held by any member, each counted once however many hold it. A member
+    restored from a snapshot written before the sets were kept (a count, no set) adds its count, as before,
+    until its next current-assignment record."""
+    members = [m for m in state.members.values() if m.known]
+    held = {(topic, p) for m in members for topic, parts in m.partitions.items() for p in parts}
+    return len(held) + sum(m.assigned for m in members if m.assigned and not m.partitions)
 
 
 def _tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> None:
@@ -100,7 +116,7 @@ def _tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> 
         elif record_type in _TARGET:
             member.target = None
         else:
-            member.member_epoch, member.state, member.assigned = None, None, 0
+            member.member_epoch, member.state, member.assigned, member.partitions = None, None, 0, {}
 
 
 def other_state(state: OtherGroupState) -> str:

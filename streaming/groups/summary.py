@@ -10,11 +10,12 @@ from streaming.groups.boundary import CHURN_WINDOW_MS, imbalance_ratio
 from streaming.groups.classic import classic_leader
 from streaming.groups.consumer import preferred_assignor
 from streaming.groups.model import MEMBER_STATE_STABLE, Assignment, CurrentAssignment, GroupSnapshot, member_keys
-from streaming.groups.share_streams import other_state
+from streaming.groups.share_streams import other_state, share_partitions
 from streaming.protocol import (
     CONSUMER,
     DURATION_BUCKET_LABELS,
     MEMBER_CHURN_CAP,
+    SHARE,
     GroupSummary,
     MemberChurn,
     MemberSummary,
@@ -103,8 +104,14 @@ def _count(assignment: Assignment) -> int:
 
 def _epoch_lag(assignment_epoch: int | None, current: CurrentAssignment | None) -> int | None:
     """Target assignments a KIP-848 member has not caught up with: Kafka moves a member to the
-    target epoch only once it has revoked what it must give up (None: either epoch unknown)."""
-    if assignment_epoch is None or current is None or current.member_epoch is None:
+    target epoch only once it has revoked what it must give up (None: either epoch unknown).
+
+    A negative member epoch is a sentinel, not an epoch: -2 (LEAVE_GROUP_STATIC_MEMBER_EPOCH) is
+    the current-assignment record Kafka writes for a static member that left temporarily (it keeps
+    its assignment until it rejoins or its session times out), -1 (LEAVE_GROUP_MEMBER_EPOCH) a
+    member leaving. Such a member has no epoch lag (None: its series is left out), neither behind
+    by target + 2 nor reconciled (0)."""
+    if assignment_epoch is None or current is None or current.member_epoch is None or current.member_epoch < 0:
         return None
     return max(0, assignment_epoch - current.member_epoch)
 
@@ -159,6 +166,10 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
         leader, generation = classic_leader(classic) or "", classic.generation
     else:
         protocol_type, protocol, leader, generation = "", "", "", None
+    assigned = sum(m.assigned_partitions for m in members)
+    imbalance = imbalance_ratio([m.assigned_partitions for m in members])
+    if other is not None and other.group_type == SHARE:  # shared partitions: see streaming.groups.share_streams
+        assigned, imbalance = share_partitions(other), None
     return GroupSummary(
         group=snapshot.group,
         group_type=snapshot.group_type,
@@ -168,8 +179,8 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
         state=group_state(snapshot),
         generation=generation,
         member_count=len(members),
-        assigned_partitions=sum(m.assigned_partitions for m in members),
-        imbalance_ratio=imbalance_ratio([m.assigned_partitions for m in members]),
+        assigned_partitions=assigned,
+        imbalance_ratio=imbalance,
         rebalances_total=snapshot.rebalances_total,
         partitions_moved_total=snapshot.partitions_moved_total,
         empty_transitions_total=snapshot.empty_transitions_total,

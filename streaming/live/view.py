@@ -10,16 +10,28 @@ The rule, applied per group whenever either source changes:
 
 1. the **live** state wins while it is fresh (the group was listed within ``stale_after_s``),
    because it is the newer observation;
-2. except that the offsets topic wins until the next poll (which will agree with it) when it
-   holds a generation or group epoch the live view cannot have seen: one whose records are later
-   than the moment the live view first saw the group rebalancing (that rebalance is over), or
-   later than the poll itself (say, every member left after the poll that saw the group Stable);
+2. except that the offsets topic wins when it holds a generation or group epoch the live view
+   cannot have seen: one whose records are later than the last poll (the rebalance that poll saw
+   is over; or every member left after the poll that saw the group Stable). It wins only until
+   the next poll: a poll after the generation that still finds the group rebalancing is newer
+   than it, and the live state wins again (a rejoin loop, or a new rebalance);
 3. otherwise (poller off or failing, group not listed yet) the **offsets-topic** state.
+
+``rebalancing_since`` is the live view's: the first poll that found the group rebalancing since
+a poll last found it Stable or Empty. A generation completing in between does not restart it:
+polls cannot tell a group that completed a generation and rebalanced again between two polls
+from one that never settled (a member rejoining in a loop, an assignor that throws), and for
+"stuck in rebalance" both are the same thing, a group that no poll found settled, so the
+rebalance keeps its original start (the Stable shown from the offsets topic until the next poll
+hides the series for at most one poll interval; GroupRebalanceStuck has no ``for:`` and keeps
+firing across it). Only a poll that finds the group Stable or Empty ends it.
 
 So exactly one ``kafka_consumergroup_state`` line exists per group and the two views are never
 shown side by side. ``since`` is when the monitor first saw the group in the shown state (for
 a Stable group first known from the offsets topic: its last rebalance), kept across a switch
-of source that does not change the state.
+of source that does not change the state. A live state back after an offsets-topic generation
+that ended it (the live view still holds the time it first saw that state, before the
+generation) is shown since the poll that saw it again.
 """
 
 from __future__ import annotations
@@ -61,11 +73,8 @@ def choose(offsets: FromOffsets, live: LiveGroup | None, now_s: float, stale_aft
     """Which view's state is shown: "live" or "offsets" (rules 1-3 of the module docstring)."""
     if live is None or now_s - live.seen_s > stale_after_s:
         return "offsets"
-    if offsets.completed_ms is not None:
-        completed_s = offsets.completed_ms / 1000
-        if completed_s > live.seen_s or (live.rebalancing_since_s is not None
-                                         and completed_s > live.rebalancing_since_s):
-            return "offsets"
+    if offsets.completed_ms is not None and offsets.completed_ms / 1000 > live.seen_s:
+        return "offsets"  # a generation after the last poll: shown until the next poll
     return "live"
 
 
@@ -106,12 +115,14 @@ class StateView:
                     self._update(group)
 
     def stale(self) -> list[str]:
-        """Groups shown from a live observation that has gone stale: to be reconciled again."""
+        """Groups to be reconciled again after a poll although their live state did not change: shown from a
+        live observation that has gone stale, or shown from the offsets topic while a poll newer than its
+        generation is there (the group still rebalancing at the poll after a generation: its state did not
+        change, but the live view wins again)."""
         now = self._clock()
         with self._lock:
             return [g for g, shown in self._shown.items()
-                    if shown.source == "live" and choose(self._offsets[g], self.live.get(g), now,
-                                                         self._stale_after_s) != "live"]
+                    if choose(self._offsets[g], self.live.get(g), now, self._stale_after_s) != shown.source]
 
     def forget(self, group: str) -> None:
         with self._lock:
@@ -132,6 +143,9 @@ class StateView:
         if source == "live" and live is not None:
             state, since = live.state, live.since_s
             rebalancing_since, members = live.rebalancing_since_s, live.members
+            if (before is not None and before.state != state and offsets.completed_ms is not None
+                    and since < offsets.completed_ms / 1000):
+                since = live.seen_s  # seen again after the generation the offsets topic showed ending it
         else:
             state, members = offsets.state, None
             since = offsets.completed_ms / 1000 if state == "Stable" and offsets.completed_ms else now

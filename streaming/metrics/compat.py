@@ -1,15 +1,22 @@
 """``--metrics-compat kafka_exporter``: kafka_exporter's own consumer-group families, beside ours.
 
 An operator replacing kafka_exporter keeps its dashboards and alert rules: the same family
-names with its ``consumergroup`` label, with kafka_exporter's meanings (read from its code):
-a committed topic lists every partition the group committed or is assigned, a partition
-without a commit showing -1 as both offset and lag; ``_sum`` families add up one topic's
-partitions (the offset sum counts the -1s, as kafka_exporter's does; the lag sum only the
-committed ones); lag is not clamped at 0. Differences, by design: values come from this job's
-view (committed offsets from the offsets topic, log ends from its poller), partitions whose
-lag is not known yet have no ``kafka_consumergroup_lag`` series, only partitions some group
-commits to or is assigned get topic offsets, and every series has the job's ``cluster``
-label. Off by default: both exporters on one Prometheus would count every lag twice.
+names with its ``consumergroup`` label, with kafka_exporter's meanings (read from its code,
+kafka_exporter.go, with its default ``--offset.show-all``): a topic the group committed to
+(a "consumed" topic) lists every partition of the topic, a partition without a commit
+showing -1 as both offset and lag; ``_sum`` families add up one topic's partitions (the
+offset sum counts the -1s; the lag sum leaves out the -1 lags of uncommitted partitions and
+keeps negative lags); lag is not clamped at 0. A topic without any commit is left out.
+
+Differences (docs/metrics.md, *kafka_exporter compatibility*, gives each with its reason):
+values come from this job's view (committed offsets from the offsets topic, log ends from
+its poller); the partitions of a consumed topic known here are those the group committed
+or is assigned, and every partition numbered below the highest of those (Kafka numbers a
+topic's partitions from 0 without gaps), not the partitions past it; partitions whose lag
+is not known yet, or whose commit overtook the last log-end sample, have no
+``kafka_consumergroup_lag`` series and are not in the lag sum; only partitions some group
+commits to or is assigned get topic offsets; every series has the job's ``cluster`` label.
+Off by default: both exporters on one Prometheus would count every lag twice.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ def members_lines(lines: Lines, group: str, members: int) -> None:
 def lag_lines(lines: Lines, group: str, rows: list[CompatRow], per_partition: bool) -> None:
     """A group's offsets and lag for every topic it committed to (per partition at partition granularity)."""
     committed_topics = {topic for topic, _, offset, _ in rows if offset >= 0}
+    rows = [*rows, *_uncommitted_below(rows, committed_topics)]
     sums: dict[str, list[int]] = {}
     for topic, partition, offset, lag in sorted(rows):
         if topic not in committed_topics:
@@ -62,6 +70,18 @@ def lag_lines(lines: Lines, group: str, rows: list[CompatRow], per_partition: bo
     for topic, (offset_sum, lag_sum) in sums.items():
         lines.add(CURRENT_OFFSET_SUM, (("consumergroup", group), ("topic", topic)), offset_sum)
         lines.add(LAG_SUM, (("consumergroup", group), ("topic", topic)), lag_sum)
+
+
+def _uncommitted_below(rows: list[CompatRow], topics: set[str]) -> list[CompatRow]:
+    """kafka_exporter lists every partition of a consumed topic, -1 where the group has no commit. The
+    partitions known to exist here are those numbered below the highest one seen (a topic's partitions
+    are numbered from 0 without gaps): the ones the group neither committed nor is assigned get -1."""
+    seen: dict[str, set[int]] = {}
+    for topic, partition, _, _ in rows:
+        if topic in topics:
+            seen.setdefault(topic, set()).add(partition)
+    return [(topic, partition, -1, -1) for topic, partitions in seen.items()
+            for partition in range(max(partitions)) if partition not in partitions]
 
 
 def topic_lines(lines: Lines, offsets: dict[tuple[str, int], tuple[int, int]]) -> None:

@@ -40,7 +40,8 @@ GROUP_FAMILIES = (
     Family("kafka_consumergroup_info", G,
            "Group description; always 1. Leader is the classic leader's instance id or member id."),
     Family("kafka_consumergroup_assigned_partitions", G,
-           "Partitions assigned to the group's members (KIP-848: current assignments)."),
+           "Partitions assigned to the group's members (KIP-848: current assignments; share groups: each partition "
+           "once however many members share it)."),
     Family("kafka_consumergroup_member_assigned_partitions", G,
            "Partitions assigned to a member; with --member-labels client (the default) members are told apart by "
            "client id, host and static instance id (member), with --member-labels member by member id too."),
@@ -52,7 +53,8 @@ GROUP_FAMILIES = (
            "KIP-848 groups: partitions a member must still give up or take up to own exactly its target "
            "assignment; 0 when reconciled."),
     Family("kafka_consumergroup_assignment_imbalance_ratio", G,
-           "Busiest member's partitions over the mean per member; 1 is even."),
+           "Busiest member's partitions over the mean per member; 1 is even. Not for share groups (members share "
+           "partitions by design)."),
     Family("kafka_consumergroup_partitions_moved_total", C, "Partitions whose owner changed across rebalances."),
     Family("kafka_consumergroup_offset_commits_total", C, "Offset commit records written for the group."),
     Family("kafka_consumergroup_empty_transitions_total", C,

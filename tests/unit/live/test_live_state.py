@@ -65,8 +65,12 @@ def test_the_fresh_live_state_wins_unless_the_log_holds_a_newer_generation():
     assert choose(offsets, rebalancing, 155.0, 30.0) == "live"
     assert choose(offsets, rebalancing, 181.0, 30.0) == "offsets"  # three polls missed: stale
     assert choose(offsets, None, 155.0, 30.0) == "offsets"
-    completed = dataclasses.replace(offsets, completed_ms=125_000, generation=5)
+    # A generation completed after the last poll: the rebalance that poll saw is over, until the next poll.
+    completed = dataclasses.replace(offsets, completed_ms=152_000, generation=5)
     assert choose(completed, rebalancing, 155.0, 30.0) == "offsets"
+    # A generation completed before the last poll, which still saw the group rebalancing: the poll is newer.
+    assert choose(dataclasses.replace(completed, completed_ms=125_000), rebalancing, 155.0, 30.0) == "live"
+    completed = dataclasses.replace(offsets, completed_ms=125_000, generation=5)
     stable = LiveGroup("Stable", CLASSIC, since_s=126.0, seen_s=150.0)
     assert choose(completed, stable, 155.0, 30.0) == "live"
     # Every member left after the poll that saw the group Stable: the Empty generation is newer.
