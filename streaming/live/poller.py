@@ -88,6 +88,9 @@ class LivePoller(PollingThread):
     def poll_once(self) -> None:
         """One round (see the module docstring); failures are counted, none is raised."""
         started = time.monotonic()
+        # What the listing says held when it was asked: a generation the offsets topic completed while the
+        # requests were in flight is newer than this poll, and wins until the next one (streaming.live.view).
+        now = time.time()
         requests: Counter[str] = Counter()
         errors: Counter[str] = Counter()
         listed: dict[str, tuple[str, str]] = {}
@@ -117,7 +120,6 @@ class LivePoller(PollingThread):
             errors[error_reason(exc)] += 1
             log.warning("live group poll failed (%s): %s", error_reason(exc), exc)
             self._admin.close()
-        now = time.time()
         changed = self.view.live.observe(listed, now, complete) if answered else set()
         if answered:
             self._describe(self.view.live.to_describe(changed, self._describe_max), coordinators, requests, errors)
