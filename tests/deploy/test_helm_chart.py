@@ -28,6 +28,7 @@ REQUIRED = ["kafka.bootstrapServers=kafka-0.kafka:9092", "kafka.cluster=prod"]
 SECURITY = ["kafka.security.enabled=true", "kafka.security.existingSecret=rebalance-monitor-kafka"]
 EVERYTHING = ["serviceMonitor.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true"]
 CONFIG_PATH = "/etc/rebalance-monitor/kafka.properties"
+OPERATOR_API = "monitoring.coreos.com/v1"
 
 
 @pytest.fixture(scope="session")
@@ -79,15 +80,36 @@ def yaml_documents(helm: str, text: str, workdir: Path) -> list[Any]:
     return documents
 
 
-def render(helm: str, tmp_path: Path, *values: str) -> dict[str, dict[str, Any]]:
-    """The chart rendered with ``values`` (--set), by kind (one object per kind here)."""
+def render(helm: str, tmp_path: Path, *values: str, operator_api: bool = True) -> dict[str, dict[str, Any]]:
+    """The chart rendered with ``values`` (--set), by kind (one object per kind here), for a cluster
+    that serves the Prometheus Operator's API unless ``operator_api`` is false."""
     args = [arg for value in [*REQUIRED, *values] for arg in ("--set", value)]
+    if operator_api:
+        args += ["--api-versions", OPERATOR_API]
     text = run_helm(helm, "template", "monitor", str(CHART), "--namespace", "monitoring", *args).stdout
     objects: dict[str, dict[str, Any]] = {}
     for document in yaml_documents(helm, text, tmp_path):
         assert document["kind"] not in objects, f"two {document['kind']} objects"
         objects[document["kind"]] = document
     return objects
+
+
+def notes(helm: str, tmp_path: Path, *values: str, operator_api: bool = True) -> str:
+    """The chart's NOTES.txt as `helm install` prints it. `helm template` leaves NOTES.txt out and
+    `helm install --dry-run` asks a cluster for its version, so a copy of the chart renders it inside an
+    ordinary template, as a JSON string."""
+    chart = tmp_path / "notes-chart"
+    shutil.rmtree(chart, ignore_errors=True)
+    shutil.copytree(CHART, chart)
+    text = (chart / "templates" / "NOTES.txt").read_text()
+    (chart / "templates" / "NOTES.txt").unlink()
+    (chart / "templates" / "_notes.tpl").write_text('{{- define "notes" -}}\n' + text + "{{- end }}\n")
+    (chart / "templates" / "notes.yaml").write_text('{{ dict "notes" (include "notes" .) | toJson }}\n')
+    args = [arg for value in [*REQUIRED, *values] for arg in ("--set", value)]
+    args += ["--api-versions", OPERATOR_API] if operator_api else []
+    rendered = run_helm(helm, "template", "monitor", str(chart), "--show-only", "templates/notes.yaml", *args)
+    [line] = [line for line in rendered.stdout.splitlines() if line.startswith("{")]
+    return str(json.loads(line)["notes"])
 
 
 def container(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -254,6 +276,18 @@ def test_service_monitor_selects_the_service(helm: str, tmp_path: Path) -> None:
     # The pods the Service selects are the Deployment's.
     pod_labels = objects["Deployment"]["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_operator_objects_need_the_operators_api(helm: str, tmp_path: Path) -> None:
+    """Enabled without the monitoring.coreos.com CRDs, the ServiceMonitor and PrometheusRule are left out
+    (an install would otherwise fail on kinds the cluster does not know) and the notes say why."""
+    kinds = {"ServiceMonitor", "PrometheusRule"}
+    assert kinds <= set(render(helm, tmp_path, *EVERYTHING))
+    without = render(helm, tmp_path, *EVERYTHING, operator_api=False)
+    assert not kinds & set(without) and "ConfigMap" in without  # the dashboard needs no CRD
+    assert not kinds & set(render(helm, tmp_path))  # the API alone does not enable them
+    assert "does not serve monitoring.coreos.com/v1" in notes(helm, tmp_path, *EVERYTHING, operator_api=False)
+    assert "does not serve monitoring.coreos.com/v1" not in notes(helm, tmp_path, *EVERYTHING)
 
 
 def test_prometheus_rule_is_rules_yml(helm: str, tmp_path: Path) -> None:

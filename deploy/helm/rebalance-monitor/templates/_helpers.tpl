@@ -42,3 +42,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "rebalance-monitor.claimName" -}}
 {{- default (printf "%s-checkpoint" (include "rebalance-monitor.fullname" .)) .Values.checkpoint.existingClaim }}
 {{- end }}
+
+{{/* "true" when the cluster serves the Prometheus Operator's API (its CRDs are installed); `helm template`
+     needs --api-versions monitoring.coreos.com/v1 to say so. */}}
+{{- define "rebalance-monitor.operatorApi" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end }}
+{{- end }}
