@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,6 +31,7 @@ SECURITY = ["kafka.security.enabled=true", "kafka.security.existingSecret=rebala
 EVERYTHING = ["serviceMonitor.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true"]
 CONFIG_PATH = "/etc/rebalance-monitor/kafka.properties"
 OPERATOR_API = "monitoring.coreos.com/v1"
+HELM_DOCS = [ROOT / "README.md", ROOT / "docs" / "operations.md"]
 
 
 @pytest.fixture(scope="session")
@@ -92,6 +95,21 @@ def render(helm: str, tmp_path: Path, *values: str, operator_api: bool = True) -
         assert document["kind"] not in objects, f"two {document['kind']} objects"
         objects[document["kind"]] = document
     return objects
+
+
+def documented_commands(doc: Path, variables: dict[str, str], containing: str = "helm install") -> list[list[str]]:
+    """The commands of the first shell block in ``doc`` with ``containing``, as a shell would split them:
+    lines joined at their backslashes, comments dropped, ``&&`` separating commands, and $NAME expanded
+    from the block's NAME=value lines unless ``variables`` gives it."""
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", doc.read_text(), re.S) if containing in b)
+    lines = [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines()]
+    assigned = dict(words[0].split("=", 1) for words in lines
+                    if len(words) == 1 and re.fullmatch(r"[A-Z_]+=\S*", words[0]))
+    assigned.update(variables)
+    commands = [list(group) for words in lines for is_and, group in itertools.groupby(words, lambda w: w == "&&")
+                if not is_and]
+    return [[re.sub(r"\$([A-Za-z_]+)", lambda m: assigned[m.group(1)], word) for word in command]
+            for command in commands if not (len(command) == 1 and "=" in command[0])]
 
 
 def notes(helm: str, tmp_path: Path, *values: str, operator_api: bool = True) -> str:
@@ -288,6 +306,30 @@ def test_operator_objects_need_the_operators_api(helm: str, tmp_path: Path) -> N
     assert not kinds & set(render(helm, tmp_path))  # the API alone does not enable them
     assert "does not serve monitoring.coreos.com/v1" in notes(helm, tmp_path, *EVERYTHING, operator_api=False)
     assert "does not serve monitoring.coreos.com/v1" not in notes(helm, tmp_path, *EVERYTHING)
+
+
+@pytest.mark.parametrize("doc", HELM_DOCS, ids=[d.name for d in HELM_DOCS])
+def test_documented_install_is_selected_by_kube_prometheus_stack(helm: str, tmp_path: Path, doc: Path) -> None:
+    """The install command of the README and of docs/operations.md, as written, beside a kube-prometheus-stack
+    released as `kps`: its Prometheus selects ServiceMonitors (serviceMonitorSelector) and rules
+    (ruleSelector) by matchLabels release=kps, and the pod runs the image the block built and pushed."""
+    commands = documented_commands(doc, {"KPS_RELEASE": "kps"})
+    [(name, chart, *args)] = [c[2:] for c in commands if c[:2] == ["helm", "install"]]
+    assert (ROOT / chart).resolve() == CHART
+    text = run_helm(helm, "template", name, str(CHART), *args, "--api-versions", OPERATOR_API).stdout
+    objects = {d["kind"]: d for d in yaml_documents(helm, text, tmp_path)}
+    kps_selector = {"release": "kps"}
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        assert kps_selector.items() <= objects[kind]["metadata"]["labels"].items(), kind
+    assert objects["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    # The image the block builds and pushes is the one the pod runs (not the chart's local default).
+    [built] = [c[c.index("-t") + 1] for c in commands if c[:2] == ["docker", "build"]]
+    assert ["docker", "push", built] in commands
+    assert container(objects)["image"] == built and "/" in built
+    # Without the label, the install notes say what it is for.
+    assert "release=<its release name>" in notes(helm, tmp_path, *EVERYTHING)
+    labelled = [f"{kind}.additionalLabels.release=kps" for kind in ("serviceMonitor", "prometheusRule")]
+    assert "release=<its release name>" not in notes(helm, tmp_path, *EVERYTHING, *labelled)
 
 
 def test_prometheus_rule_is_rules_yml(helm: str, tmp_path: Path) -> None:
