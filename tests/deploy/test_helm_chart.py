@@ -207,6 +207,19 @@ def test_values_reach_the_objects(helm: str, tmp_path: Path) -> None:
     assert objects["ServiceMonitor"]["spec"]["sampleLimit"] == 310000
 
 
+def test_extra_volumes_are_mounted(helm: str, tmp_path: Path) -> None:
+    objects = render(helm, tmp_path, *SECURITY, "extraVolumes[0].name=metrics-tls",
+                     "extraVolumes[0].secret.secretName=monitor-tls", "extraVolumeMounts[0].name=metrics-tls",
+                     "extraVolumeMounts[0].mountPath=/etc/metrics-tls", "extraVolumeMounts[0].readOnly=true")
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["metrics-tls"] == {"name": "metrics-tls", "secret": {"secretName": "monitor-tls"}}
+    assert {"checkpoint", "tmp", "kafka-config"} <= set(volumes)  # beside the chart's own
+    mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
+    assert mounts["metrics-tls"] == {"name": "metrics-tls", "mountPath": "/etc/metrics-tls", "readOnly": True}
+    assert {"checkpoint", "tmp", "kafka-config"} <= set(mounts)
+
+
 @pytest.mark.parametrize("security", [False, True], ids=["plaintext", "security"])
 def test_deployment_meets_the_restricted_pod_security_standard(helm: str, tmp_path: Path, security: bool) -> None:
     objects = render(helm, tmp_path, *(SECURITY if security else []))
