@@ -321,6 +321,33 @@ def test_operator_objects_need_the_operators_api(helm: str, tmp_path: Path) -> N
     assert "does not serve monitoring.coreos.com/v1" not in notes(helm, tmp_path, *EVERYTHING)
 
 
+def test_service_monitor_scrape_settings(helm: str, tmp_path: Path) -> None:
+    """TLS, basic auth and relabelings pass through to the endpoint; the job label's relabeling stays first."""
+    endpoint = render(
+        helm, tmp_path, "serviceMonitor.enabled=true", "serviceMonitor.scheme=https",
+        "serviceMonitor.tlsConfig.ca.secret.name=monitor-tls", "serviceMonitor.tlsConfig.ca.secret.key=ca.crt",
+        "serviceMonitor.tlsConfig.serverName=monitor.monitoring.svc",
+        "serviceMonitor.basicAuth.username.name=monitor-auth", "serviceMonitor.basicAuth.username.key=username",
+        "serviceMonitor.basicAuth.password.name=monitor-auth", "serviceMonitor.basicAuth.password.key=password",
+        "serviceMonitor.relabelings[0].targetLabel=region", "serviceMonitor.relabelings[0].replacement=eu-west-1",
+        "serviceMonitor.metricRelabelings[0].action=drop",
+        "serviceMonitor.metricRelabelings[0].sourceLabels[0]=__name__",
+        "serviceMonitor.metricRelabelings[0].regex=rebalance_monitor_jvm_.*",
+    )["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"ca": {"secret": {"name": "monitor-tls", "key": "ca.crt"}},
+                                     "serverName": "monitor.monitoring.svc"}
+    assert endpoint["basicAuth"] == {"username": {"name": "monitor-auth", "key": "username"},
+                                     "password": {"name": "monitor-auth", "key": "password"}}
+    assert endpoint["relabelings"] == [
+        {"action": "replace", "targetLabel": "job", "replacement": "kafka-rebalance-monitor"},
+        {"targetLabel": "region", "replacement": "eu-west-1"}]
+    assert endpoint["metricRelabelings"] == [
+        {"action": "drop", "sourceLabels": ["__name__"], "regex": "rebalance_monitor_jvm_.*"}]
+    plain = render(helm, tmp_path, "serviceMonitor.enabled=true")["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert not {"scheme", "tlsConfig", "basicAuth", "metricRelabelings"} & set(plain)
+
+
 @pytest.mark.parametrize("doc", HELM_DOCS, ids=[d.name for d in HELM_DOCS])
 def test_documented_install_is_selected_by_kube_prometheus_stack(helm: str, tmp_path: Path, doc: Path) -> None:
     """The install command of the README and of docs/operations.md, as written, beside a kube-prometheus-stack
