@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,10 +84,12 @@ def yaml_documents(helm: str, text: str, workdir: Path) -> list[Any]:
     return documents
 
 
-def render(helm: str, tmp_path: Path, *values: str, operator_api: bool = True) -> dict[str, dict[str, Any]]:
-    """The chart rendered with ``values`` (--set), by kind (one object per kind here), for a cluster
-    that serves the Prometheus Operator's API unless ``operator_api`` is false."""
-    args = [arg for value in [*REQUIRED, *values] for arg in ("--set", value)]
+def render(helm: str, tmp_path: Path, *values: str, operator_api: bool = True,
+           files: tuple[Path, ...] = ()) -> dict[str, dict[str, Any]]:
+    """The chart rendered with ``values`` (--set) over ``files`` (-f), by kind (one object per kind here),
+    for a cluster that serves the Prometheus Operator's API unless ``operator_api`` is false."""
+    args = [arg for file in files for arg in ("-f", str(file))]
+    args += [arg for value in [*REQUIRED, *values] for arg in ("--set", value)]
     if operator_api:
         args += ["--api-versions", OPERATOR_API]
     text = run_helm(helm, "template", "monitor", str(CHART), "--namespace", "monitoring", *args).stdout
@@ -218,6 +221,43 @@ def test_extra_volumes_are_mounted(helm: str, tmp_path: Path) -> None:
     mounts = {m["name"]: m for m in container(objects)["volumeMounts"]}
     assert mounts["metrics-tls"] == {"name": "metrics-tls", "mountPath": "/etc/metrics-tls", "readOnly": True}
     assert {"checkpoint", "tmp", "kafka-config"} <= set(mounts)
+
+
+def test_config_file_from_values(helm: str, tmp_path: Path) -> None:
+    """The config value becomes the job's --config TOML file, from a ConfigMap; the job's own parser reads
+    it; a change of it changes the pod's checksum/config annotation (so `helm upgrade` restarts the job)."""
+    from streaming.options import parse_args
+
+    # Helm reads numbers in a values file as floats and in --set as integers: both must come out whole.
+    values = tmp_path / "config-values.yaml"
+    values.write_text(json.dumps({"config": {"dead-letter-max": 500, "lag-max-age-seconds": 0.5,
+                                             "exclude-groups": '^tmp-|"quoted"\\.'}}))
+    objects = render(helm, tmp_path, "config.lag-poll-seconds=5", "config.spark-conf[0]=spark.ui.enabled=false",
+                     files=(values,))
+    text = objects["ConfigMap"]["data"]["config.toml"]
+    assert tomllib.loads(text) == {"dead-letter-max": 500, "lag-max-age-seconds": 0.5, "lag-poll-seconds": 5,
+                                   "exclude-groups": '^tmp-|"quoted"\\.', "spark-conf": ["spark.ui.enabled=false"]}
+    monitor = container(objects)
+    args = monitor["args"]
+    path = args[args.index("--config") + 1]
+    mount = next(m for m in monitor["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    pod = objects["Deployment"]["spec"]["template"]
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == objects["ConfigMap"]["metadata"]["name"] and mount["readOnly"] is True
+    assert Path(path).name in objects["ConfigMap"]["data"]
+    (tmp_path / "config.toml").write_text(text)
+    args[args.index("--config") + 1] = str(tmp_path / "config.toml")
+    options = parse_args(args, environ={})
+    assert options.source.dead_letter_max == 500 and options.source.exclude_groups == '^tmp-|"quoted"\\.'
+    assert options.lag.poll_seconds == 5.0 and options.lag.max_age_seconds == 0.5
+    assert options.driver.spark_settings["spark.ui.enabled"] == "false"
+    assert options.driver.spark_settings["spark.local.dir"] == "/tmp/spark"  # the chart's, kept
+    checksum = pod["metadata"]["annotations"]["checksum/config"]
+    changed = render(helm, tmp_path, "config.lag-poll-seconds=6", "config.spark-conf[0]=spark.ui.enabled=false",
+                     files=(values,))["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert len(checksum) == 64 and changed["checksum/config"] != checksum
+    # No config, no ConfigMap and no --config (test_default_render lists the objects).
+    assert "--config" not in container(render(helm, tmp_path))["args"]
 
 
 @pytest.mark.parametrize("security", [False, True], ids=["plaintext", "security"])
