@@ -8,6 +8,7 @@ The copies of the rules and the dashboard inside the chart are checked byte for 
 
 from __future__ import annotations
 
+import http.server
 import itertools
 import json
 import os
@@ -16,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,7 +177,8 @@ def test_required_values_fail_with_a_message(helm: str) -> None:
 
 def test_default_render(helm: str, tmp_path: Path) -> None:
     objects = render(helm, tmp_path)
-    assert set(objects) == {"ServiceAccount", "PersistentVolumeClaim", "Service", "Deployment"}
+    assert set(objects) == {"ServiceAccount", "PersistentVolumeClaim", "Service", "Deployment", "Pod"}
+    assert objects["Pod"]["metadata"]["annotations"]["helm.sh/hook"] == "test"
     assert objects["ServiceAccount"]["automountServiceAccountToken"] is False
     deployment = objects["Deployment"]["spec"]
     assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
@@ -290,6 +293,44 @@ def test_probes(helm: str, tmp_path: Path) -> None:
     for probe, path in (("startupProbe", "/-/healthy"), ("livenessProbe", "/-/healthy"),
                         ("readinessProbe", "/-/ready")):
         assert monitor[probe]["httpGet"] == {"path": path, "port": "metrics"}, probe
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_helm_test_pod_asks_the_service_for_ready(helm: str, tmp_path: Path, status: int) -> None:
+    """`helm test`'s pod runs the job's image and its Python (no curl there) against the Service's /-/ready:
+    its command, run here against a stand-in server, succeeds on 200 and fails on 503."""
+    objects = render(helm, tmp_path, "image.tag=9.9.9")
+    pod = objects["Pod"]
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test" and pod["spec"]["restartPolicy"] == "Never"
+    [probe] = pod["spec"]["containers"]
+    assert probe["image"] == container(objects)["image"]
+    assert probe["securityContext"] == container(objects)["securityContext"]
+    assert pod["spec"]["securityContext"] == objects["Deployment"]["spec"]["template"]["spec"]["securityContext"]
+    service = objects["Service"]
+    url = f"http://{service['metadata']['name']}.monitoring.svc:{service['spec']['ports'][0]['port']}/-/ready"
+    command = probe["command"]
+    assert command[0] == "python" and command[-1] == url
+
+    class Ready(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status if self.path == "/-/ready" else 404)
+            self.end_headers()
+            self.wfile.write(b"ready\n" if status == 200 else b"behind\n")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        local = f"http://127.0.0.1:{server.server_address[1]}/-/ready"
+        result = subprocess.run([sys.executable, *command[1:-1], local], capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (result.returncode == 0) is (status == 200), result.stdout + result.stderr
+    assert "Pod" not in render(helm, tmp_path, "tests.enabled=false")
 
 
 def test_kafka_secret_is_a_mounted_file_never_an_argument_or_variable(helm: str, tmp_path: Path) -> None:
