@@ -453,6 +453,35 @@ def test_documented_install_is_selected_by_kube_prometheus_stack(helm: str, tmp_
     assert "release=<its release name>" not in notes(helm, tmp_path, *EVERYTHING, *labelled)
 
 
+def test_rules_and_dashboard_once_for_many_clusters(helm: str, tmp_path: Path) -> None:
+    """docs/operations.md's many-clusters block: a release of the rules and the dashboard alone (no Kafka
+    settings needed), and monitor releases without them, whose job label the shared rules match."""
+    commands = documented_commands(ROOT / "docs" / "operations.md", {
+        "KPS_RELEASE": "kps", "IMAGE": "registry.example.com/monitor", "cluster": "prod-eu"},
+        containing="monitor.enabled=false")
+    installs = [c[2:] for c in commands if c[:2] == ["helm", "install"]]
+    assert len(installs) == 2
+    rendered = []
+    for name, chart, *args in installs:
+        assert (ROOT / chart).resolve() == CHART
+        text = run_helm(helm, "template", name, str(CHART), *args, "--api-versions", OPERATOR_API).stdout
+        rendered.append({d["kind"]: d for d in yaml_documents(helm, text, tmp_path)})
+    shared, monitor = rendered
+    assert set(shared) == {"PrometheusRule", "ConfigMap"}
+    assert shared["PrometheusRule"]["metadata"]["labels"]["release"] == "kps"
+    assert "PrometheusRule" not in monitor and "ConfigMap" not in monitor
+    assert {"Deployment", "Service", "ServiceMonitor"} <= set(monitor)
+    assert monitor["ServiceMonitor"]["metadata"]["labels"]["release"] == "kps"
+    [job] = [r["replacement"] for r in monitor["ServiceMonitor"]["spec"]["endpoints"][0]["relabelings"]
+             if r.get("targetLabel") == "job"]
+    alerts = {r["alert"]: r for g in shared["PrometheusRule"]["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    assert alerts["MonitorDown"]["expr"] == f'up{{job="{job}"}} == 0'
+    args = container(monitor)["args"]
+    assert args[args.index("--cluster") + 1] == "prod-eu"
+    assert "only the rules and the dashboard" in notes(helm, tmp_path, "monitor.enabled=false",
+                                                        "prometheusRule.enabled=true", "dashboard.enabled=true")
+
+
 def test_prometheus_rule_is_rules_yml(helm: str, tmp_path: Path) -> None:
     """With the defaults, the rules are rules.yml's (the chart reads its copy as data and writes it back)."""
     rule = render(helm, tmp_path, "prometheusRule.enabled=true")["PrometheusRule"]
