@@ -9,6 +9,7 @@ The copies of the rules and the dashboard inside the chart are checked byte for 
 from __future__ import annotations
 
 import http.server
+import importlib.util
 import itertools
 import json
 import os
@@ -155,6 +156,58 @@ def test_sync_script_reports_and_refreshes(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(ROOT / "deploy" / "helm" / "sync_files.py"), "--check"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def load_values_table() -> Any:
+    """deploy/helm/values_table.py, a script rather than a package module."""
+    spec = importlib.util.spec_from_file_location("values_table", ROOT / "deploy" / "helm" / "values_table.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_chart_readme_values_table_is_values_yaml() -> None:
+    values_table = load_values_table()
+    readme = (CHART / "README.md").read_text()
+    assert values_table.readme(readme, (CHART / "values.yaml").read_text()) == readme, (
+        "deploy/helm/rebalance-monitor/README.md's values table differs: run python deploy/helm/values_table.py")
+    result = subprocess.run([sys.executable, str(ROOT / "deploy" / "helm" / "values_table.py"), "--check"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_values_table_rows_are_helms_values(helm: str, tmp_path: Path) -> None:
+    """The table's reader of values.yaml against helm's: every value has a row (itself or a mapping holding
+    it), every row is a value, and each row's default reads back as helm reads values.yaml."""
+    values_table = load_values_table()
+    rows = values_table.rows(values_table.parse((CHART / "values.yaml").read_text()))
+    [values] = yaml_documents(helm, (CHART / "values.yaml").read_text(), tmp_path)
+
+    def lookup(path: str) -> Any:
+        node: Any = values
+        for key in path.split("."):
+            assert isinstance(node, dict) and key in node, f"row {path}: no such value"
+            node = node[key]
+        return node
+
+    def leaves(node: Any, prefix: str = "") -> Iterator[str]:
+        if isinstance(node, dict) and node:
+            for key, child in node.items():
+                yield from leaves(child, f"{prefix}.{key}" if prefix else key)
+        else:
+            yield prefix
+
+    paths = {row.path for row in rows}
+    for leaf in leaves(values):
+        assert any(leaf == p or leaf.startswith(p + ".") for p in paths), f"{leaf} has no row"
+    shown = [row for row in rows if not values_table.opened(row)]
+    [defaults] = yaml_documents(helm, "".join(f"v{i}: {row.flow()}\n" for i, row in enumerate(shown)), tmp_path)
+    for i, row in enumerate(shown):
+        assert defaults[f"v{i}"] == lookup(row.path), row.path
+    for row in rows:
+        lookup(row.path)
 
 
 # ------------------------------------------------------------------------------ helm
