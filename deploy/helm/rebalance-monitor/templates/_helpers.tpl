@@ -42,3 +42,34 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "rebalance-monitor.claimName" -}}
 {{- default (printf "%s-checkpoint" (include "rebalance-monitor.fullname" .)) .Values.checkpoint.existingClaim }}
 {{- end }}
+
+{{/* "true" when the cluster serves the Prometheus Operator's API (its CRDs are installed); `helm template`
+     needs --api-versions monitoring.coreos.com/v1 to say so. */}}
+{{- define "rebalance-monitor.operatorApi" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end }}
+{{- end }}
+
+{{/* One TOML value: a string, a whole or fractional number, a boolean, or a list of them. Helm reads every
+     number in values as a float: a whole one is written as an integer (the job's int options reject 5.0). */}}
+{{- define "rebalance-monitor.tomlValue" -}}
+{{- if kindIs "slice" . }}
+{{- $items := list }}
+{{- range . }}{{ $items = append $items (include "rebalance-monitor.tomlValue" .) }}{{ end }}
+{{- printf "[%s]" (join ", " $items) }}
+{{- else if kindIs "string" . }}
+{{- toJson . }}
+{{- else if or (kindIs "float64" .) (kindIs "int64" .) (kindIs "int" .) }}
+{{- if eq (float64 (int64 .)) (float64 .) }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- else if kindIs "bool" . }}
+{{- . }}
+{{- else }}
+{{- fail (printf "config: %v is not a string, a number, a boolean or a list of them" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The config value as the job's --config TOML file: one key per `rebalance-monitor run` option. */}}
+{{- define "rebalance-monitor.configToml" -}}
+{{- range $key, $value := .Values.config }}
+{{ toJson $key }} = {{ include "rebalance-monitor.tomlValue" $value }}
+{{- end }}
+{{- end }}
