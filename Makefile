@@ -17,9 +17,12 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup jars prometheus prometheus3 helm wheel test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
+.PHONY: setup demo-setup jars prometheus prometheus3 helm wheel test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
 
-setup: $(STAMP) jars prometheus prometheus3 helm
+# What the demo needs (`make run`); `setup` adds the test tools, Prometheus 3 and Helm, built from source.
+demo-setup: $(STAMP) jars prometheus
+
+setup: demo-setup prometheus3 helm
 
 $(STAMP): pyproject.toml $(SPARK_PINS)
 	$(PYTHON) -m venv $(VENV)
@@ -98,7 +101,7 @@ test-fast: setup
 
 # BOOTSTRAP=host:port make run  monitors that cluster; without it, a local broker and demo groups.
 # Either way a local Prometheus with the shipped rules scrapes the job (testbed/demo_run.py).
-run: setup
+run: demo-setup
 	$(PY) -m testbed.demo_run $(if $(BOOTSTRAP),--bootstrap-server $(BOOTSTRAP)) $(RUN_ARGS)
 
 # Beside a running `make run`: waits for the storm alert, saves Prometheus' alerts page as a PNG.
