@@ -37,7 +37,7 @@ from streaming.cluster.client import (
     secret_values,
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
-from streaming.driver.config import STOP_SECONDS
+from streaming.driver.config import DRIVER_JAVA_OPTIONS, STOP_SECONDS, driver_java_options
 from streaming.driver.health import Health
 from streaming.driver.progress import ProgressWatcher
 from streaming.driver.publish import build_publishing
@@ -180,6 +180,8 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         # --spark-conf: the operator's word is the last.
         **options.driver.spark_settings,
     }
+    # Given before the JVM starts (pyspark's launcher passes every setting to spark-submit).
+    conf[DRIVER_JAVA_OPTIONS] = driver_java_options(conf.get(DRIVER_JAVA_OPTIONS))
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

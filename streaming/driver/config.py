@@ -11,6 +11,29 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 # The stop ends within STOP_SECONDS whatever hangs (a kill at any point leaves the checkpoint valid).
 STOP_SECONDS = 30
+# Spark's driver JVM exits at its first OutOfMemoryError (see driver_java_options).
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
+# Flags by which an operator has already chosen what the JVM does on OutOfMemoryError.
+OOM_CHOICES = ("ExitOnOutOfMemoryError", "CrashOnOutOfMemoryError")
+
+
+def driver_java_options(configured: str | None) -> str:
+    """``spark.driver.extraJavaOptions`` with the job's exit on the first OutOfMemoryError, merged with the
+    operator's own options (``--spark-conf``), never replacing them.
+
+    A driver JVM out of heap does not die by itself: the thread that hit the error dies (Spark's
+    task-result getters, collecting a first batch too large for the heap), the query waits for it for
+    ever, neither completing a batch nor failing, and the process looks alive. With
+    ``-XX:+ExitOnOutOfMemoryError`` the JVM prints ``Terminating due to java.lang.OutOfMemoryError`` and
+    exits with status 3, and the job's process with it. An operator who set ExitOnOutOfMemoryError or
+    CrashOnOutOfMemoryError either way keeps that choice; ours goes first otherwise, so any later flag
+    of theirs still wins. Only where this process starts the JVM (``rebalance-monitor run``); under
+    spark-submit the JVM already runs and takes ``--driver-java-options`` instead."""
+    configured = (configured or "").strip()
+    if any(choice in configured for choice in OOM_CHOICES):
+        return configured
+    return f"{EXIT_ON_OOM} {configured}".strip()
 
 
 @dataclass(frozen=True)
