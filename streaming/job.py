@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from streaming.advisor.background import AdvisorPass
@@ -38,7 +39,7 @@ from streaming.cluster.client import (
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.driver.config import DRIVER_JAVA_OPTIONS, STOP_SECONDS, driver_java_options
-from streaming.driver.health import Health
+from streaming.driver.health import Health, launched_jvm_status, query_verdict
 from streaming.driver.progress import ProgressWatcher
 from streaming.driver.publish import build_publishing
 from streaming.driver.query import QueryRunner
@@ -214,7 +215,7 @@ def run(options: JobOptions) -> None:
         signal.signal(sig, lambda *_: stop.set())
     failure = None
     try:
-        failure = _supervise(monitor, stop)
+        failure = _supervise(monitor, stop, lambda wait_s: launched_jvm_status(spark, wait_s))
     finally:
         # The stop ends within STOP_SECONDS whatever hangs in it: faulthandler's own thread then
         # prints every thread's stack and exits (a signal's default action would not end PID 1 in
@@ -224,24 +225,33 @@ def run(options: JobOptions) -> None:
         faulthandler.cancel_dump_traceback_later()
     if failure:
         # Kafka's client hides passwords in its errors; redacted anyway, as every message of the job.
-        raise SystemExit(redact(f"streaming query failed: {failure}", secret_values(kafka.kafka_options)))
+        raise SystemExit(redact(failure, secret_values(kafka.kafka_options)))
 
 
-def _supervise(monitor: Monitor, stop: threading.Event) -> str | None:
-    """Wait for a stop signal, starting the query again after each failure (see RetryClock); the failure
-    that ends the job, if one does."""
+def _supervise(monitor: Monitor, stop: threading.Event,
+               jvm_exit_status: Callable[[float], int | None] = lambda _wait: None) -> str | None:
+    """Wait for a stop signal, starting the query again after each failure (see RetryClock); why the job
+    exits, if not for a signal: the failure that ends it, Spark's JVM gone (see query_verdict), or the query
+    stopped from outside the job."""
     clock = RetryClock(monitor.options.driver.query_retry_seconds)
     while not stop.is_set():
-        if monitor.query.isActive:
+        active, jvm_died = query_verdict(lambda: monitor.query.isActive, jvm_exit_status)
+        if active:
             stop.wait(1)
             continue
-        failure = monitor.runner.failure()
-        if failure is None:  # stopped from outside the job (the JVM went): nothing to start again
-            return None
+        failure = None if jvm_died else monitor.runner.failure()
+        if failure is None:
+            # Spark's JVM is gone, or the query ended without an error. Unless a stop signal came with it (a
+            # terminal's Ctrl-C reaches the JVM too, which then stops the query or exits), the job exits.
+            if stop.wait(1):
+                break
+            why = jvm_died or "the streaming query was stopped outside the job"
+            log.error("%s; the job exits", why)
+            return why
         wait = clock.failed(time.monotonic(), monitor.instruments.last_progress)
         monitor.health.query_failed(wait)
         if wait is None:
-            return failure
+            return f"streaming query failed: {failure}"
         log.error("streaming query failed; starting it again from the checkpoint in %.0fs: %s", wait,
                   redact(failure, secret_values(monitor.options.kafka.kafka_options)))
         if not stop.wait(wait):

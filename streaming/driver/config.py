@@ -26,7 +26,8 @@ def driver_java_options(configured: str | None) -> str:
     task-result getters, collecting a first batch too large for the heap), the query waits for it for
     ever, neither completing a batch nor failing, and the process looks alive. With
     ``-XX:+ExitOnOutOfMemoryError`` the JVM prints ``Terminating due to java.lang.OutOfMemoryError`` and
-    exits with status 3, and the job's process with it. An operator who set ExitOnOutOfMemoryError or
+    exits with status 3; the job's supervisor then exits non-zero, saying so
+    (:func:`streaming.driver.health.query_verdict`). An operator who set ExitOnOutOfMemoryError or
     CrashOnOutOfMemoryError either way keeps that choice; ours goes first otherwise, so any later flag
     of theirs still wins. Only where this process starts the JVM (``rebalance-monitor run``); under
     spark-submit the JVM already runs and takes ``--driver-java-options`` instead."""

@@ -11,13 +11,18 @@ log ends sampled after that start. Until then ``/metrics`` serves the state rest
 checkpoint, which can be hours old. Once ready the job stays ready until the query fails: a
 job falling behind under load is slow, not unready, and readiness that flaps under load would
 take the pod out of its Service exactly when its numbers matter.
+
+Spark's JVM gone (:func:`query_verdict`): the supervisor exits non-zero with why (an
+OutOfMemoryError, a kill), rather than serving frozen numbers with no query behind them.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from streaming.lag.tracker import LagTracker
 from streaming.protocol import TopicPartition
@@ -25,6 +30,66 @@ from streaming.protocol import TopicPartition
 # A batch ending this many records short of the source's log ends still counts as caught up:
 # records keep arriving while a batch runs.
 DEFAULT_MAX_BEHIND = 10_000
+# HotSpot's exit status after -XX:+ExitOnOutOfMemoryError (see streaming.driver.config.driver_java_options).
+OOM_EXIT_STATUS = 3
+# How long the supervisor waits for the launched JVM's exit status once it stops answering.
+JVM_EXIT_WAIT_S = 2.0
+
+
+def jvm_gone(status: int | None, error: BaseException | None = None) -> str:
+    """Why the job exits when Spark's JVM is gone: its exit status as this process saw it (None: not known,
+    the JVM was not launched here or has not been reaped yet) and the error asking it gave."""
+    if status == OOM_EXIT_STATUS:
+        return ("Spark's JVM ran out of memory and exited (status 3, -XX:+ExitOnOutOfMemoryError; its "
+                "'Terminating due to java.lang.OutOfMemoryError' line above names the memory): give the driver "
+                "a larger heap (--spark-conf spark.driver.memory=4g; the chart's driverMemory) or read less per "
+                "batch (--max-offsets-per-trigger)")
+    if status is not None and status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        why = " (the kernel's OOM killer at the container's memory limit, or kill -9)" if -status == 9 else ""
+        return f"Spark's JVM was killed by {name}{why}"
+    if status is not None:
+        return f"Spark's JVM exited with status {status}"
+    first = str(error).strip().splitlines()[0] if error is not None and str(error).strip() else ""
+    detail = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    return f"Spark's JVM does not answer ({detail})"
+
+
+def query_verdict(query_active: Callable[[], bool],
+                  jvm_exit_status: Callable[[float], int | None]) -> tuple[bool, str | None]:
+    """What the supervisor makes of the query: whether it runs and, when Spark's JVM is gone, the message
+    the job exits with (None while the JVM lives).
+
+    ``query_active`` asks the JVM (raises when it does not answer); ``jvm_exit_status(wait_s)`` is the
+    launched JVM's exit status, waiting up to ``wait_s`` for it (None while it runs, or not known). A JVM
+    that does not answer is gone whether or not its status is known (under spark-submit it is not)."""
+    try:
+        active, error = bool(query_active()), None
+    except Exception as exc:  # py4j's errors once the JVM is gone
+        active, error = False, exc
+    if active:
+        return True, None
+    status = jvm_exit_status(JVM_EXIT_WAIT_S if error is not None else 0.0)
+    if status is None and error is None:
+        return False, None  # the query stopped or failed; the JVM runs
+    return False, jvm_gone(status, error)
+
+
+def launched_jvm_status(spark: Any, wait_s: float = 0.0) -> int | None:
+    """The exit status of Spark's JVM when this process launched it (pyspark keeps the launcher's process)
+    and it has exited, waiting up to ``wait_s``; None otherwise."""
+    import subprocess
+
+    process = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if process is None:
+        return None
+    try:
+        return process.wait(wait_s) if wait_s > 0 else process.poll()
+    except subprocess.TimeoutExpired:
+        return None
 
 
 class Health:
