@@ -48,7 +48,8 @@ class JobMetrics:
                                         buckets=BATCH_DURATION_BUCKETS, registry=r)
         self.input_lag_records = Gauge("rebalance_monitor_input_lag_records",
                                        "Records of the source topic not yet processed: its polled log-end "
-                                       "offsets minus the offsets the last batch ended at.", labels, registry=r)
+                                       "offsets minus the offsets the last batch ended at (before the first "
+                                       "batch, the offsets the query starts from).", labels, registry=r)
         self.input_lag_seconds = Gauge("rebalance_monitor_input_lag_seconds",
                                        "How far behind the source topic the job is in time: now minus the "
                                        "newest processed record's timestamp while records remain unread, else 0.",
@@ -90,6 +91,7 @@ class JobMetrics:
                            "(what /-/ready answers), else 0.", labels, registry=r)
         self._lock = threading.Lock()
         self._processed: dict[TopicPartition, int] = {}
+        self.batch_seen = False  # a batch completed in this process (until then input lag counts from the start)
         self._newest_record_s: float | None = None
         self.records_behind: int | None = None
         self.last_progress: float | None = None  # what last_batch holds, for the job's restart decisions
@@ -130,7 +132,20 @@ class JobMetrics:
             if processed.keys() - self._processed.keys():
                 self.tracker.set_watched(processed.keys() | self._processed.keys())
             self._processed.update(processed)
+            self.batch_seen = True
         self.refresh_input_lag(finished_at)
+
+    def observe_start(self, offsets: Mapping[TopicPartition, int], now: float) -> None:
+        """Where the query starts reading (before its first batch in this process): input lag counts from
+        there, so a first batch that never completes still shows the records waiting. Ignored once a batch
+        has completed."""
+        with self._lock:
+            if self.batch_seen or not offsets:
+                return
+            if offsets.keys() != self._processed.keys():
+                self.tracker.set_watched(offsets.keys())
+            self._processed = dict(offsets)
+        self.refresh_input_lag(now)
 
     def observe_idle(self, at: float) -> None:
         """A trigger found no new data: the query is alive and caught up with what it saw."""
@@ -143,8 +158,8 @@ class JobMetrics:
             behind = 0
             for (topic, partition), processed in self._processed.items():
                 found = self.tracker.lag_uncommitted(topic, partition)
-                if found is not None:
-                    behind += max(0, found.log_end - processed)
+                if found is not None:  # below the log start (a -2 "earliest" marker, deleted records): none wait
+                    behind += max(0, found.log_end - max(processed, found.log_start))
             newest = self._newest_record_s
         self.records_behind = behind
         self.input_lag_records.labels(self.cluster).set(behind)
