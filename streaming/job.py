@@ -208,10 +208,12 @@ def run(options: JobOptions) -> None:
     spark = spark_session(options)
     monitor = Monitor(spark, options)
     # Input lag counts from where the query starts until its first batch completes (a first batch too large
-    # for the driver would otherwise show 0 behind). Wired here, not in Monitor, while Monitor's construction
-    # is being rewritten: it belongs there beside the watcher.
+    # for the driver would otherwise show 0 behind), and /-/healthy turns 503 on a query that stalls with
+    # records waiting. Wired here, not in Monitor, while Monitor's construction is being rewritten: both
+    # belong there beside the watcher and the health.
     spark_checkpoint = options.driver.checkpoint_dir / "spark"
     monitor.progress.start_offsets = lambda: checkpoint_start_offsets(spark_checkpoint)
+    monitor.health.watch_stalls(options.driver.stall_seconds, lambda: monitor.instruments.records_behind)
     monitor.start()
     log.info("metrics at %s; event log %s; checkpoint %s", monitor.metrics_url,
              options.driver.event_log_path, options.driver.checkpoint_dir)

@@ -60,6 +60,12 @@ class DriverConfig(Config):
     ready_max_behind_records: int = field(default=10_000, metadata=setting(
         "/-/ready answers 200 once a batch since the query started ends at most this many records short of the "
         "offsets topic's log ends (or a trigger finds nothing new)", type=int))
+    stall_seconds: float = field(default=900.0, metadata=setting(
+        "/-/healthy answers 503 (a liveness probe restarts the job) once the streaming query has completed no "
+        "batch for this long while records of the offsets topic wait (input lag above 0); a query with nothing "
+        "new to read is never stalled. 15 minutes is ~8x the longest first batch measured (docs/benchmarks.md: "
+        "100,000 groups, 111 s; a 5 M-record drain 14.7 s): raise it for a larger first batch, or cap batches "
+        "with --max-offsets-per-trigger (0: never)", type=float))
     master: str | None = field(default=None, metadata=setting(
         "Spark master when started outside spark-submit (default local[*])"))
     jars_dir: Path | None = field(default=None, metadata=setting(
@@ -78,7 +84,7 @@ class DriverConfig(Config):
 
     def problems(self) -> list[str]:
         problems = [*positive(self, "trigger_seconds"),
-                    *not_negative(self, "query_retry_seconds", "ready_max_behind_records")]
+                    *not_negative(self, "query_retry_seconds", "ready_max_behind_records", "stall_seconds")]
         if self.rebuild_after_seconds is not None and not self.rebuild_after_seconds >= 0:
             problems.append(f"{flag(self, 'rebuild_after_seconds')} must not be negative")
         if not 0 <= self.stop_drain_seconds < STOP_SECONDS:

@@ -3,7 +3,11 @@
 Healthy: the driver answers (this code runs), the HTTP server answers (the probe reached it),
 and the streaming query is active in Spark's JVM or a restart after a failure is pending (the
 job retries for ``--query-retry-seconds`` before it exits; killing the pod meanwhile would only
-replay the checkpoint again).
+replay the checkpoint again), and it is not stalled: records are waiting (input lag > 0) and no
+batch has completed, nor a trigger found nothing new, for longer than ``--stall-seconds`` since
+the query (re)started (:meth:`Health.watch_stalls`). A query with no new data to read runs no
+batch and is not stalled; one whose batch never ends (a driver out of memory, a task that hangs)
+is, and a liveness probe restarts the process.
 
 Ready: since the query last started (or restarted), the job has caught up with the offsets topic
 once: a trigger found no new data, or a batch ended at most ``max_behind`` records short of
@@ -18,6 +22,7 @@ OutOfMemoryError, a kill), rather than serving frozen numbers with no query behi
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -30,6 +35,8 @@ from streaming.protocol import TopicPartition
 # A batch ending this many records short of the source's log ends still counts as caught up:
 # records keep arriving while a batch runs.
 DEFAULT_MAX_BEHIND = 10_000
+
+log = logging.getLogger("rebalance_monitor")
 # HotSpot's exit status after -XX:+ExitOnOutOfMemoryError (see streaming.driver.config.driver_java_options).
 OOM_EXIT_STATUS = 3
 # How long the supervisor waits for the launched JVM's exit status once it stops answering.
@@ -108,12 +115,23 @@ class Health:
         self._reason = "restoring state from the checkpoint"
         self._restart_in: float | None = None  # seconds until a pending restart, as the supervisor said
         self._processed: dict[TopicPartition, int] = {}
+        self._progress_at: float | None = None  # the query's start or last progress, whichever is later
+        self._stall_seconds: float | None = None  # None or 0: stalls are not watched
+        self._records_behind: Callable[[], int | None] = lambda: None
+        self._stall_logged = False
+
+    def watch_stalls(self, stall_seconds: float | None, records_behind: Callable[[], int | None]) -> None:
+        """Answer unhealthy once ``stall_seconds`` pass without a batch or an idle trigger while
+        ``records_behind()`` (the job's input lag, as far as the lag poller knows) is above 0."""
+        with self._lock:
+            self._stall_seconds, self._records_behind = stall_seconds or None, records_behind
 
     # -- what happens to the query (runner, supervisor) ------------------------------------
 
     def query_started(self) -> None:
         with self._lock:
             self._started, self._ready, self._restart_in = self._clock(), False, None
+            self._progress_at = self._started
             self._processed = {}
             self._reason = "waiting for the first batch since the query started"
 
@@ -129,12 +147,14 @@ class Health:
     def observe_idle(self) -> None:
         """A trigger found no new data: caught up with everything the source saw."""
         with self._lock:
+            self._progress_at = self._clock()
             if self._started is not None and self._restart_in is None:
                 self._ready, self._reason = True, "caught up"
 
     def observe_batch(self, processed: Mapping[TopicPartition, int]) -> None:
         with self._lock:
             self._processed.update(processed)
+            self._progress_at = self._clock()
         self.refresh()
 
     def refresh(self, now: float | None = None) -> None:
@@ -170,7 +190,28 @@ class Health:
             active = self._query_active()
         except Exception as exc:  # the JVM is gone or does not answer
             return False, f"Spark's JVM does not answer: {type(exc).__name__}"
-        return (True, "ok") if active else (False, "streaming query is not running")
+        if not active:
+            return False, "streaming query is not running"
+        stalled = self.stalled()
+        return (False, stalled) if stalled else (True, "ok")
+
+    def stalled(self) -> str | None:
+        """Why the query counts as stalled (see the module docstring), None when it does not."""
+        with self._lock:
+            since, limit = self._progress_at, self._stall_seconds
+        if since is None or limit is None or (quiet := self._clock() - since) <= limit:
+            self._stall_logged = False
+            return None
+        waiting = self._records_behind()
+        if not waiting:
+            self._stall_logged = False
+            return None
+        reason = (f"streaming query stalled: no batch completed for {quiet:.0f}s with {waiting} records waiting "
+                  f"(--stall-seconds {limit:.0f})")
+        if not self._stall_logged:
+            self._stall_logged = True
+            log.error("%s; /-/healthy answers 503 until a batch completes", reason)
+        return reason
 
     def ready(self) -> tuple[bool, str]:
         with self._lock:
