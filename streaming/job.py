@@ -40,7 +40,7 @@ from streaming.cluster.client import (
 from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.driver.config import DRIVER_JAVA_OPTIONS, STOP_SECONDS, driver_java_options
 from streaming.driver.health import Health, launched_jvm_status, query_verdict
-from streaming.driver.progress import ProgressWatcher, checkpoint_start_offsets
+from streaming.driver.progress import ProgressWatcher, checkpoint_progress_time, checkpoint_start_offsets
 from streaming.driver.publish import build_publishing
 from streaming.driver.query import QueryRunner
 from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
@@ -214,6 +214,8 @@ def run(options: JobOptions) -> None:
     spark_checkpoint = options.driver.checkpoint_dir / "spark"
     monitor.progress.start_offsets = lambda: checkpoint_start_offsets(spark_checkpoint)
     monitor.health.watch_stalls(options.driver.stall_seconds, lambda: monitor.instruments.records_behind)
+    # The last-batch gauge from the start (never absent: MonitorStalled must see a job that never completes one).
+    monitor.instruments.observe_previous_progress(checkpoint_progress_time(spark_checkpoint) or time.time())
     monitor.start()
     log.info("metrics at %s; event log %s; checkpoint %s", monitor.metrics_url,
              options.driver.event_log_path, options.driver.checkpoint_dir)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from streaming.driver.health import Health
-from streaming.groups.store import last_committed_batch
+from streaming.groups.store import last_batch_time_ms, last_committed_batch
 from streaming.lifecycle import PollingThread
 from streaming.metrics.instruments import JobMetrics
 from streaming.protocol import BatchReport, TopicPartition
@@ -58,6 +58,24 @@ def checkpoint_start_offsets(spark_checkpoint: Path) -> dict[TopicPartition, int
         except (AttributeError, TypeError, ValueError):  # not a Kafka source's offsets
             continue
     return found
+
+
+def checkpoint_progress_time(spark_checkpoint: Path) -> float | None:
+    """When the checkpoint's query last made progress, as far as the checkpoint tells (Unix seconds): when its
+    last committed batch was planned, else, having committed none, when the query was first started (Spark
+    writes ``metadata``, the query's id, once); None for a new checkpoint.
+
+    What ``rebalance_monitor_last_batch_timestamp_seconds`` shows until the query makes progress in this
+    process: exported from the start, never absent, so MonitorStalled fires for a job that never completes a
+    batch. Not the process start: a job whose first batch kills it at every start (a heap too small) would
+    then look fresh after each restart and never fire."""
+    last_ms = last_batch_time_ms(spark_checkpoint)
+    if last_ms is not None:
+        return last_ms / 1000
+    try:
+        return (spark_checkpoint / "metadata").stat().st_mtime
+    except OSError:
+        return None
 
 
 def batch_offsets(progress: Any) -> tuple[dict[TopicPartition, int], int]:

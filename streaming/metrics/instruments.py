@@ -56,7 +56,9 @@ class JobMetrics:
                                        labels, registry=r)
         self.last_batch = Gauge("rebalance_monitor_last_batch_timestamp_seconds",
                                 "When the query last made progress: a micro-batch finished, or a trigger found "
-                                "no new data (caught up).", labels, registry=r)
+                                "no new data (caught up). From the job's start: its checkpoint's last batch, or "
+                                "when a checkpoint with none was first started, or the job's start.", labels,
+                                registry=r)
         self.groups = Gauge("rebalance_monitor_groups", "Groups the job currently exports.", labels, registry=r)
         self.series = Gauge("rebalance_monitor_series", "Group series in the last scrape.", labels, registry=r)
         self.series_dropped = Gauge("rebalance_monitor_series_dropped",
@@ -146,6 +148,14 @@ class JobMetrics:
                 self.tracker.set_watched(offsets.keys())
             self._processed = dict(offsets)
         self.refresh_input_lag(now)
+
+    def observe_previous_progress(self, at: float) -> None:
+        """When the query last made progress before this process started (the checkpoint's word, see
+        :func:`streaming.driver.progress.checkpoint_progress_time`): the last-batch gauge holds it until the
+        query makes progress here, so the series exists from the start. Ignored once progress was seen."""
+        if self.last_progress is None:
+            self.last_batch.labels(self.cluster).set(at)
+            self.last_progress = at
 
     def observe_idle(self, at: float) -> None:
         """A trigger found no new data: the query is alive and caught up with what it saw."""
