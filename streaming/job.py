@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from streaming.cluster.client import (
@@ -36,10 +37,10 @@ from streaming.cluster.client import (
     secret_values,
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
-from streaming.driver.config import STOP_SECONDS
-from streaming.driver.health import Health
+from streaming.driver.config import DRIVER_JAVA_OPTIONS, STOP_SECONDS, driver_java_options
+from streaming.driver.health import Health, launched_jvm_status, query_verdict
 from streaming.driver.lag_render import ScrapeText
-from streaming.driver.progress import ProgressWatcher
+from streaming.driver.progress import ProgressWatcher, checkpoint_progress_time, checkpoint_start_offsets
 from streaming.driver.publish import build_publishing
 from streaming.driver.query import QueryRunner
 from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
@@ -56,6 +57,7 @@ from streaming.live.poller import LivePoller
 from streaming.logformat import configure_logging
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
+from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.runtime import register_runtime
 from streaming.metrics.server import MetricsServer
 from streaming.options import JobOptions, parse_args
@@ -77,17 +79,22 @@ class Monitor:
                                    interval_s=options.lag.poll_seconds, client_config=client_config)
         self.metadata = TopicMetadata(options.kafka.bootstrap_servers, client_config)
         self.topic_names = TopicNames(self.metadata.names_by_id, self.metadata.consumer_session_timeout_ms)
-        self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records)
+        self.instruments = JobMetrics(metrics.cluster, self.tracker)
+        instruments = self.instruments
+        self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records,
+                             stall_seconds=options.driver.stall_seconds,
+                             records_behind=lambda: instruments.records_behind)
         live = options.live.poll_seconds > 0
         self.scrape_text = ScrapeText(metrics.cluster, self.tracker, self.topic_names.unresolved,
                                       metrics.compat == "kafka_exporter", live=live)
         fresh = options.lag.max_age_seconds > 0
         self.publisher = build_publishing(
             metrics.cluster, self.tracker, metrics.lag_granularity, metrics.max_series, metrics.member_labels,
-            metrics.compat, options.live.poll_seconds, text=self.scrape_text, advisor=True,
+            metrics.compat, options.live.poll_seconds, text=self.scrape_text, instruments=self.instruments,
+            advisor=True,
             fetch_log_ends=self.poller.fetch_log_ends if fresh else None, max_age_s=options.lag.max_age_seconds,
             fetch_committed=self.poller.fetch_committed if fresh else None, on_refresh=(self.health.refresh,))
-        self.exporter, self.instruments = self.publisher.exporter, self.publisher.instruments
+        self.exporter = self.publisher.exporter
         assert self.publisher.advisor is not None
         self.advisor = self.publisher.advisor
         self.lag_refresh = LagRefresh(self.publisher.book)
@@ -110,8 +117,12 @@ class Monitor:
         self.runner = QueryRunner(spark, options.driver, options.source, options.kafka,
                                   StageLimits.from_config(options.groups, options.source.dead_letter_max), make_sink,
                                   self.publisher, self.event_log, self.topic_names, self.health, self.checkpoint_check)
+        spark_checkpoint = options.driver.checkpoint_dir / "spark"
+        # Input lag counts from where the query starts until its first batch completes (a first batch too
+        # large for the driver would otherwise show 0 behind).
         self.progress = ProgressWatcher(self.instruments, lambda: self.runner.query, self.runner.last_report,
-                                        self.health, min(1.0, options.driver.trigger_seconds))
+                                        self.health, min(1.0, options.driver.trigger_seconds),
+                                        start_offsets=lambda: checkpoint_start_offsets(spark_checkpoint))
         components: list[Component] = [self.server, self.metadata, self.runner, self.progress, self.lag_refresh,
                                        self.advisor, self.poller]
         self.live_poller: LivePoller | None = None
@@ -125,6 +136,8 @@ class Monitor:
     def start(self) -> Monitor:
         checkpoint = self.options.driver.checkpoint_dir
         checkpoint.mkdir(parents=True, exist_ok=True)
+        # The last-batch gauge from the start: never absent, so MonitorStalled sees a job that never completes one.
+        self.instruments.observe_previous_progress(checkpoint_progress_time(checkpoint / "spark") or time.time())
         self.event_log.follow(checkpoint / "spark")  # the run is the Spark checkpoint's query id
         self.lifecycle.start()
         return self
@@ -182,6 +195,8 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         # --spark-conf: the operator's word is the last.
         **options.driver.spark_settings,
     }
+    # Given before the JVM starts (pyspark's launcher passes every setting to spark-submit).
+    conf[DRIVER_JAVA_OPTIONS] = driver_java_options(conf.get(DRIVER_JAVA_OPTIONS))
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -214,7 +229,7 @@ def run(options: JobOptions) -> None:
         signal.signal(sig, lambda *_: stop.set())
     failure = None
     try:
-        failure = _supervise(monitor, stop)
+        failure = _supervise(monitor, stop, lambda wait_s: launched_jvm_status(spark, wait_s))
     finally:
         # The stop ends within STOP_SECONDS whatever hangs in it: faulthandler's own thread then
         # prints every thread's stack and exits (a signal's default action would not end PID 1 in
@@ -224,24 +239,33 @@ def run(options: JobOptions) -> None:
         faulthandler.cancel_dump_traceback_later()
     if failure:
         # Kafka's client hides passwords in its errors; redacted anyway, as every message of the job.
-        raise SystemExit(redact(f"streaming query failed: {failure}", secret_values(kafka.kafka_options)))
+        raise SystemExit(redact(failure, secret_values(kafka.kafka_options)))
 
 
-def _supervise(monitor: Monitor, stop: threading.Event) -> str | None:
-    """Wait for a stop signal, starting the query again after each failure (see RetryClock); the failure
-    that ends the job, if one does."""
+def _supervise(monitor: Monitor, stop: threading.Event,
+               jvm_exit_status: Callable[[float], int | None] = lambda _wait: None) -> str | None:
+    """Wait for a stop signal, starting the query again after each failure (see RetryClock); why the job
+    exits, if not for a signal: the failure that ends it, Spark's JVM gone (see query_verdict), or the query
+    stopped from outside the job."""
     clock = RetryClock(monitor.options.driver.query_retry_seconds)
     while not stop.is_set():
-        if monitor.query.isActive:
+        active, jvm_died = query_verdict(lambda: monitor.query.isActive, jvm_exit_status)
+        if active:
             stop.wait(1)
             continue
-        failure = monitor.runner.failure()
-        if failure is None:  # stopped from outside the job (the JVM went): nothing to start again
-            return None
+        failure = None if jvm_died else monitor.runner.failure()
+        if failure is None:
+            # Spark's JVM is gone, or the query ended without an error. Unless a stop signal came with it (a
+            # terminal's Ctrl-C reaches the JVM too, which then stops the query or exits), the job exits.
+            if stop.wait(1):
+                break
+            why = jvm_died or "the streaming query was stopped outside the job"
+            log.error("%s; the job exits", why)
+            return why
         wait = clock.failed(time.monotonic(), monitor.instruments.last_progress)
         monitor.health.query_failed(wait)
         if wait is None:
-            return failure
+            return f"streaming query failed: {failure}"
         log.error("streaming query failed; starting it again from the checkpoint in %.0fs: %s", wait,
                   redact(failure, secret_values(monitor.options.kafka.kafka_options)))
         if not stop.wait(wait):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from streaming.driver.health import Health
+from streaming.groups.store import last_batch_time_ms, last_committed_batch
 from streaming.lifecycle import PollingThread
 from streaming.metrics.instruments import JobMetrics
 from streaming.protocol import BatchReport, TopicPartition
@@ -32,6 +34,48 @@ def source_offsets(text: str | None) -> dict[TopicPartition, int]:
     if not isinstance(parsed, dict):  # "null": pyspark 4.2 builds progress from JSON (first batch: no start)
         return {}
     return {(topic, int(p)): int(o) for topic, parts in parsed.items() for p, o in parts.items()}
+
+
+def checkpoint_start_offsets(spark_checkpoint: Path) -> dict[TopicPartition, int]:
+    """Where the query's next batch starts, from Spark's checkpoint: the end offsets of the last batch Spark
+    committed (its offset log, ``offsets/<batch>``: a version line, the batch's metadata, then one line per
+    source), else the offsets the Kafka source started from in this checkpoint (``sources/0/0``, written as
+    the first batch is planned: an optional zero byte, a version line, the offsets); empty before either.
+
+    What input lag counts from before the query's first batch in this process: a first batch too large to
+    complete would otherwise show no partition and 0 records behind."""
+    batch = last_committed_batch(spark_checkpoint)
+    path = spark_checkpoint / "offsets" / str(batch) if batch is not None else spark_checkpoint / "sources" / "0" / "0"
+    try:
+        text = path.read_bytes().decode("utf-8", "replace").lstrip("\0")
+    except OSError:
+        return {}
+    lines = text.splitlines()
+    found: dict[TopicPartition, int] = {}
+    for line in lines[2:] if batch is not None else lines[1:]:
+        try:
+            found.update(source_offsets(line))
+        except (AttributeError, TypeError, ValueError):  # not a Kafka source's offsets
+            continue
+    return found
+
+
+def checkpoint_progress_time(spark_checkpoint: Path) -> float | None:
+    """When the checkpoint's query last made progress, as far as the checkpoint tells (Unix seconds): when its
+    last committed batch was planned, else, having committed none, when the query was first started (Spark
+    writes ``metadata``, the query's id, once); None for a new checkpoint.
+
+    What ``rebalance_monitor_last_batch_timestamp_seconds`` shows until the query makes progress in this
+    process: exported from the start, never absent, so MonitorStalled fires for a job that never completes a
+    batch. Not the process start: a job whose first batch kills it at every start (a heap too small) would
+    then look fresh after each restart and never fire."""
+    last_ms = last_batch_time_ms(spark_checkpoint)
+    if last_ms is not None:
+        return last_ms / 1000
+    try:
+        return (spark_checkpoint / "metadata").stat().st_mtime
+    except OSError:
+        return None
 
 
 def batch_offsets(progress: Any) -> tuple[dict[TopicPartition, int], int]:
@@ -77,10 +121,14 @@ class ProgressWatcher(PollingThread):
     """
 
     def __init__(self, instruments: JobMetrics, query: Callable[[], Any], report: Callable[[], BatchReport],
-                 health: Health | None = None, interval_s: float = 1.0) -> None:
+                 health: Health | None = None, interval_s: float = 1.0,
+                 start_offsets: Callable[[], Mapping[TopicPartition, int]] | None = None) -> None:
         super().__init__("progress-watcher")
         self.instruments = instruments
         self.health = health
+        # Where the query starts (see checkpoint_start_offsets), asked at each look until a batch completes:
+        # input lag counts from there meanwhile.
+        self.start_offsets = start_offsets
         self._query = query
         self._report = report
         self._interval_s = interval_s
@@ -102,6 +150,8 @@ class ProgressWatcher(PollingThread):
             log.debug("progress check skipped: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     def _check(self, query: Any) -> None:
+        if self.start_offsets is not None and not self.instruments.batch_seen:
+            self.instruments.observe_start(self.start_offsets(), time.time())
         run_id = str(query.runId)
         if run_id != self._run_id:  # a new query or a restart: its batch ids follow on from the checkpoint
             self._run_id, self._seen = run_id, None

@@ -131,20 +131,21 @@ class AdviceLines:
 def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "partition",
                      max_series: int | None = None, member_mode: str = "client",
                      compat_mode: str = "none", live_poll_seconds: float = LIVE_INTERVAL_S, *,
-                     text: ScrapeText | None = None, advisor: bool = False,
+                     text: ScrapeText | None = None, instruments: JobMetrics | None = None, advisor: bool = False,
                      fetch_log_ends: Callable[[], bool | None] | None = None, max_age_s: float = 0.0,
                      fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
                      on_refresh: Sequence[Callable[[float], None]] = ()) -> Publisher:
     """The metrics side of the job wired together: instruments, exporter, lag book, advisor, publisher.
 
-    ``text`` is what scrapes append after the group series (built here when not given). After each
+    ``text`` is what scrapes append after the group series, ``instruments`` the job's own (each built
+    here when not given). After each
     refresh the lag book refreshes the job's input lag, then ``on_refresh``. A scrape
     (:meth:`Publisher.scrape`) first fetches log ends older than ``max_age_s`` (``fetch_log_ends``)
     and the committed offsets of the groups committing now (``fetch_committed``).
     """
     per_partition = lag_granularity == "partition"
     kafka_exporter = compat_mode == "kafka_exporter"
-    instruments = JobMetrics(cluster, tracker)
+    instruments = instruments or JobMetrics(cluster, tracker)
     families = [*GROUP_FAMILIES, *LIVE_FAMILIES, ADVISOR_FAMILY, *OFFSET_FAMILIES, *LAG_FAMILIES, *RETENTION_FAMILIES,
                 HEALTH]
     if kafka_exporter:

@@ -48,14 +48,17 @@ class JobMetrics:
                                         buckets=BATCH_DURATION_BUCKETS, registry=r)
         self.input_lag_records = Gauge("rebalance_monitor_input_lag_records",
                                        "Records of the source topic not yet processed: its polled log-end "
-                                       "offsets minus the offsets the last batch ended at.", labels, registry=r)
+                                       "offsets minus the offsets the last batch ended at (before the first "
+                                       "batch, the offsets the query starts from).", labels, registry=r)
         self.input_lag_seconds = Gauge("rebalance_monitor_input_lag_seconds",
                                        "How far behind the source topic the job is in time: now minus the "
                                        "newest processed record's timestamp while records remain unread, else 0.",
                                        labels, registry=r)
         self.last_batch = Gauge("rebalance_monitor_last_batch_timestamp_seconds",
                                 "When the query last made progress: a micro-batch finished, or a trigger found "
-                                "no new data (caught up).", labels, registry=r)
+                                "no new data (caught up). From the job's start: its checkpoint's last batch, or "
+                                "when a checkpoint with none was first started, or the job's start.", labels,
+                                registry=r)
         self.groups = Gauge("rebalance_monitor_groups", "Groups the job currently exports.", labels, registry=r)
         self.series = Gauge("rebalance_monitor_series", "Group series in the last scrape.", labels, registry=r)
         self.series_dropped = Gauge("rebalance_monitor_series_dropped",
@@ -90,6 +93,7 @@ class JobMetrics:
                            "(what /-/ready answers), else 0.", labels, registry=r)
         self._lock = threading.Lock()
         self._processed: dict[TopicPartition, int] = {}
+        self.batch_seen = False  # a batch completed in this process (until then input lag counts from the start)
         self._newest_record_s: float | None = None
         self.records_behind: int | None = None
         self.last_progress: float | None = None  # what last_batch holds, for the job's restart decisions
@@ -130,7 +134,28 @@ class JobMetrics:
             if processed.keys() - self._processed.keys():
                 self.tracker.set_watched(processed.keys() | self._processed.keys())
             self._processed.update(processed)
+            self.batch_seen = True
         self.refresh_input_lag(finished_at)
+
+    def observe_start(self, offsets: Mapping[TopicPartition, int], now: float) -> None:
+        """Where the query starts reading (before its first batch in this process): input lag counts from
+        there, so a first batch that never completes still shows the records waiting. Ignored once a batch
+        has completed."""
+        with self._lock:
+            if self.batch_seen or not offsets:
+                return
+            if offsets.keys() != self._processed.keys():
+                self.tracker.set_watched(offsets.keys())
+            self._processed = dict(offsets)
+        self.refresh_input_lag(now)
+
+    def observe_previous_progress(self, at: float) -> None:
+        """When the query last made progress before this process started (the checkpoint's word, see
+        :func:`streaming.driver.progress.checkpoint_progress_time`): the last-batch gauge holds it until the
+        query makes progress here, so the series exists from the start. Ignored once progress was seen."""
+        if self.last_progress is None:
+            self.last_batch.labels(self.cluster).set(at)
+            self.last_progress = at
 
     def observe_idle(self, at: float) -> None:
         """A trigger found no new data: the query is alive and caught up with what it saw."""
@@ -143,8 +168,8 @@ class JobMetrics:
             behind = 0
             for (topic, partition), processed in self._processed.items():
                 found = self.tracker.lag_uncommitted(topic, partition)
-                if found is not None:
-                    behind += max(0, found.log_end - processed)
+                if found is not None:  # below the log start (a -2 "earliest" marker, deleted records): none wait
+                    behind += max(0, found.log_end - max(processed, found.log_start))
             newest = self._newest_record_s
         self.records_behind = behind
         self.input_lag_records.labels(self.cluster).set(behind)
