@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TOPIC_CONFIG_MAX_AGE_S = 600.0  # a topic's settings are read again after this long
-TOPIC_CONFIGS = ("message.timestamp.type", "retention.ms")
+TOPIC_CONFIGS = ("message.timestamp.type", "retention.ms", "cleanup.policy")
 QUICK_TIMEOUT_MS = 2000  # a scrape's own log-end fetch gives up after this long
 def _partition_level(exc: BaseException) -> bool:
     """An error about some partitions of a call rather than the broker: worth splitting on."""
@@ -140,7 +140,8 @@ class LogEndPoller(PollingThread):
     def _describe_topic_configs(self, errors: Counter[str]) -> None:
         """Read the settings of topics not seen for TOPIC_CONFIG_MAX_AGE_S (DescribeConfigs, one call for all
         of them): ``message.timestamp.type``, what "lag in seconds" is measured against on each topic, and
-        ``retention.ms``, how long the group's next unread record may stay in the log."""
+        ``retention.ms``, how long the group's next unread record may stay in the log, and ``cleanup.policy``
+        (compact alone: no deletion by age, so no retention deadline)."""
         topics = sorted(self.tracker.topics_to_describe(TOPIC_CONFIG_MAX_AGE_S))
         if not topics:
             return
@@ -153,7 +154,8 @@ class LogEndPoller(PollingThread):
             self.tracker.record_topic_configs(dict.fromkeys(topics, TopicConfig()), time.time())  # not every round
             return
         found = {name: TopicConfig(str(configs.get("message.timestamp.type") or ""),
-                                   _integer(configs.get("retention.ms")))
+                                   _integer(configs.get("retention.ms")),
+                                   str(configs.get("cleanup.policy") or "").replace(" ", ""))
                  for name, configs in config_values(answer, "topic").items()}
         self.tracker.record_topic_configs(found, time.time())
 

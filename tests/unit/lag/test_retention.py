@@ -80,3 +80,15 @@ def test_the_retention_deadline_is_the_oldest_unread_record_plus_its_topics_rete
     assert deadline({"t0": TopicConfig("CreateTime", 3_600_000), "t1": TopicConfig("CreateTime", -1)}) == [
         clock() - 600 + 3600]
     assert deadline({"t1": TopicConfig("CreateTime", 7_200_000)}) == [clock() - 9000 + 7200]  # already past
+
+
+def test_a_compact_only_topic_has_no_retention_deadline() -> None:
+    clock = Clock(1_700_000_100.0)
+    tracker = LagTracker(interval_s=10, clock=clock)
+    tracker.set_wanted([("t0", 0, 100), ("t1", 0, 5), ("t2", 0, 5)])
+    tracker.record_topic_configs({"t0": TopicConfig("CreateTime", 3_600_000, "compact"),
+                                  "t1": TopicConfig("CreateTime", 3_600_000, "compact,delete"),
+                                  "t2": TopicConfig("CreateTime", 3_600_000, "delete")}, clock())
+    # compact alone: retention.ms (its broker default is still described) deletes nothing there
+    assert tracker.retention_seconds() == {"t1": 3600.0, "t2": 3600.0}
+    assert TopicConfig().deletes_by_time  # not read yet: as the policy's default, delete
