@@ -408,7 +408,10 @@ class LagBook:
         verdict = None
         sampled_at = self.tracker.last_round_at()
         if sampled_at is not None and log_ends:
-            self.health.record(group, {tp: committed[tp] for tp in log_ends}, log_ends,
+            # The job's offsets, as the offsets topic ordered the group's commits: a scrape's OffsetFetch laid
+            # over them (newer, or kept from an earlier fetch when one failed) would read as a rewind.
+            ordered = self._offsets[group]
+            self.health.record(group, {tp: ordered[tp] for tp in log_ends if tp in ordered}, log_ends,
                                self._last_commit.get(group, 0.0), sampled_at)
             verdict = self.health.verdict(group, sampled_at)
         if rows or uncommitted:
