@@ -10,10 +10,18 @@ Burrow's evaluator is fed from its storage. It is also the one place that tells 
 to poll (:meth:`LagTracker.set_wanted`), and the one that freshens log ends and committed offsets
 for a scrape, within a time budget.
 
-Threads: the batch thread calls :meth:`update`, :meth:`remove`, :meth:`rebalanced` and
-:meth:`batch`; the live poller :meth:`state`; the refresh thread :meth:`refresh`; scrapes
-:meth:`freshen`. Every :class:`GroupLag` is handed to ``show`` under the book's lock, so a
-refresh can never put back a group's older rows after an update showed newer ones.
+Records below a committed offset that the log start passed are counted lost only when that offset is
+known to be current as of the log-start sample (:meth:`LagBook._certain`): the job is ready, and either
+it has folded every commit written before the sample (:meth:`folded_through`, from each batch) or an
+OffsetFetch sent after the sample found it (a scrape's, or one the refresh sends for the loss candidate
+itself, within a budget). What was counted is kept in a file beside the checkpoint
+(:mod:`streaming.lag.loss_file`).
+
+Threads: the batch thread calls :meth:`update`, :meth:`remove`, :meth:`rebalanced`,
+:meth:`folded_through` and :meth:`batch`; the live poller :meth:`state`; the refresh thread
+:meth:`refresh`; scrapes :meth:`freshen`; the job's exit :meth:`close`. Every :class:`GroupLag` is
+handed to ``show`` under the book's lock, so a refresh can never put back a group's older rows after
+an update showed newer ones.
 """
 
 from __future__ import annotations
@@ -133,6 +141,7 @@ class LagBook:
         self._loss_file, self._loss_save_s = loss_file, loss_save_s
         self._loss_loaded = loss_file is None
         self._loss_saved: tuple[int, float | None] = (0, None)  # (LostRecords.changes, time) as of the last write
+        self._save_lock = threading.Lock()  # one writer of the loss file (refreshes run on two threads)
         self._has_lag: set[str] = set()  # groups whose last view showed lag
         self.overtaken = 0  # views that left out a partition whose commit overtook its log-end sample
         self._overtaken_since_fetch = False
@@ -497,15 +506,16 @@ class LagBook:
     def _save_losses(self, now: float, force: bool = False) -> None:
         if self._loss_file is None or not self._loss_loaded:
             return
-        changes, saved_at = self._loss_saved
-        if saved_at is None:  # the first refresh starts the clock: what was read needs no writing
-            saved_at = now
-            self._loss_saved = (changes, now)
-        if self._lost.changes == changes or (not force and now - saved_at < self._loss_save_s):
-            return
-        state = self._lost.state()
-        if self._loss_file.save(state):
-            self._loss_saved = (self._lost.changes, now)
+        with self._save_lock:
+            changes, saved_at = self._loss_saved
+            if saved_at is None:  # the first refresh starts the clock: what was read needs no writing
+                saved_at = now
+                self._loss_saved = (changes, now)
+            if self._lost.changes == changes or (not force and now - saved_at < self._loss_save_s):
+                return
+            changes = self._lost.changes
+            if self._loss_file.save(self._lost.state()):
+                self._loss_saved = (changes, now)
 
     def close(self) -> None:
         """Write what was counted lost since the last write (at the job's stop)."""
