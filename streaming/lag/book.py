@@ -385,8 +385,7 @@ class LagBook:
             tp = (topic, partition)
             margins[tp] = margin(offset, lag.log_start)
             log_ends[tp] = lag.log_end
-            self._lost.seen(group, tp, lag.log_start, lag.log_end)
-            if self._lost.uncounted(group, tp, offset, lag.log_start) > 0:
+            if self._lost.sample(group, tp, offset, lag.log_start, lag.log_end) > 0:
                 if sampled_at_by_tp is None:
                     sampled_at_by_tp = self.tracker.sampled_at()
                 log_start_at = sampled_at_by_tp.get(tp, math.inf)  # a later sample than lag's: later is safer

@@ -67,6 +67,22 @@ class LostRecords:
             else:
                 counted.log_start, counted.log_end = log_start, log_end
 
+    def sample(self, group: str, tp: TopicPartition, committed: int, log_start: int, log_end: int) -> int:
+        """:meth:`seen` then :meth:`uncounted` under one lock (the lag book's call for every sampled partition)."""
+        key = (group, tp)
+        with self._lock:
+            counted = self._counted.get(key)
+            if counted is not None:
+                if log_end < counted.log_end or log_start < counted.log_start:
+                    del self._counted[key]
+                    self.changes += 1
+                    counted = None
+                else:
+                    counted.log_start, counted.log_end = log_start, log_end
+            if committed < 0 or committed >= log_start:
+                return 0
+            return log_start - max(committed, counted.to if counted is not None else committed)
+
     def uncounted(self, group: str, tp: TopicPartition, committed: int, log_start: int) -> int:
         """The records below ``committed`` that the log start passed and that were not counted yet."""
         if committed < 0 or committed >= log_start:

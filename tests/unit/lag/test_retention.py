@@ -28,6 +28,17 @@ def test_each_deleted_record_is_counted_once_however_the_log_start_and_the_commi
     assert lost.totals("g") == {}
 
 
+def test_a_new_incarnation_counts_afresh_and_state_round_trips():
+    lost = LostRecords()
+    assert lost.observe("g", TP, 100, 5000, 6000) == 4900
+    assert lost.sample("g", TP, 0, 800, 1000) == 800  # log end below the last seen: re-created
+    assert lost.observe("g", TP, 0, 800, 1000) == 800
+    assert lost.sample("g", TP, 0, 800, 1000) == 0
+    restored = LostRecords()
+    restored.restore(lost.state())
+    assert restored.totals("g") == {"t": 5700} and restored.sample("g", TP, 0, 800, 1200) == 0
+
+
 def test_lost_records_and_margins_reach_metrics():
     clock = Clock(1_700_000_100.0)
     tracker = LagTracker(interval_s=10, clock=clock)
