@@ -15,11 +15,15 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from streaming.advisor.background import AdvisorPass
 from streaming.driver.floors import CounterFloors
 from streaming.driver.lag_render import LagLines, ScrapeText
 from streaming.lag.book import LagBook
+from streaming.lag.config import DEFAULT_HEALTH_WINDOW_S
+from streaming.lag.health import HealthWindows
+from streaming.lag.loss_file import LossFile
 from streaming.lag.tracker import LagTracker
 from streaming.live.config import DEFAULT_INTERVAL_S as LIVE_INTERVAL_S
 from streaming.live.state import LiveStates
@@ -134,7 +138,8 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
                      text: ScrapeText | None = None, instruments: JobMetrics | None = None, advisor: bool = False,
                      fetch_log_ends: Callable[[], bool | None] | None = None, max_age_s: float = 0.0,
                      fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
-                     on_refresh: Sequence[Callable[[float], None]] = ()) -> Publisher:
+                     on_refresh: Sequence[Callable[[float], None]] = (), ready: Callable[[], bool] | None = None,
+                     loss_file: Path | None = None, health_window_s: float = DEFAULT_HEALTH_WINDOW_S) -> Publisher:
     """The metrics side of the job wired together: instruments, exporter, lag book, advisor, publisher.
 
     ``text`` is what scrapes append after the group series, ``instruments`` the job's own (each built
@@ -142,6 +147,10 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     refresh the lag book refreshes the job's input lag, then ``on_refresh``. A scrape
     (:meth:`Publisher.scrape`) first fetches log ends older than ``max_age_s`` (``fetch_log_ends``)
     and the committed offsets of the groups committing now (``fetch_committed``).
+
+    Records lost are counted once ``ready`` says the job is (always, when not given), and kept in
+    ``loss_file`` across restarts (written at most every LOSS_SAVE_S, and at the process's exit); the
+    health verdict judges ``health_window_s`` of samples, a sampling gap being the tracker's staleness limit.
     """
     per_partition = lag_granularity == "partition"
     kafka_exporter = compat_mode == "kafka_exporter"
@@ -153,8 +162,10 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     text = text or ScrapeText(cluster, tracker, kafka_exporter=kafka_exporter)
     exporter = Exporter(families, instruments, max_series, sources=(text.text,))
     book = LagBook(tracker, LagLines(exporter, text, per_partition, kafka_exporter),
+                   HealthWindows(health_window_s, max_gap_s=tracker.stale_after_s),
                    fetch_log_ends=fetch_log_ends, max_age_s=max_age_s, fetch_committed=fetch_committed,
-                   on_refresh=(instruments.refresh_input_lag, *on_refresh))
+                   on_refresh=(instruments.refresh_input_lag, *on_refresh), ready=ready,
+                   loss_file=LossFile(loss_file) if loss_file is not None else None)
     return Publisher(exporter, book, instruments, AdvisorPass(AdviceLines(cluster, exporter)) if advisor else None,
                      per_partition=per_partition, member_mode=member_mode, kafka_exporter=kafka_exporter,
                      live_poll_seconds=live_poll_seconds)

@@ -2,7 +2,8 @@
 
 After every poll round of the log-end poller, and at least every third of the tracker's staleness
 limit (so a series whose log-end sample goes stale leaves the next scrape), the book is refreshed
-(:meth:`streaming.lag.book.LagBook.refresh`); never while a batch is being folded.
+(:meth:`streaming.lag.book.LagBook.refresh`); never while a batch is being folded. Its stop has the
+book write what it counted lost since its last write.
 """
 
 from __future__ import annotations
@@ -29,3 +30,6 @@ class LagRefresh(PollingThread):
             now = time.time()
             if book.tracker.last_round_at() != book.round or now - book.rendered_at >= period_s:
                 book.refresh(now)
+
+    def _close(self) -> None:
+        self.book.close()  # what was counted lost since the last write, as the job stops

@@ -127,6 +127,7 @@ class BatchSink:
             self.publisher.apply(change)
         for group in result.removed:
             self.publisher.remove(group)
+        self.publisher.book.folded_through(batch.newest_record_ms)
         instruments.count_limits(self.stage.take_limit_hits(), self.stage.groups_dropped,
                                  sum(self.stage.members_dropped.values()))
         return result

@@ -10,10 +10,18 @@ Burrow's evaluator is fed from its storage. It is also the one place that tells 
 to poll (:meth:`LagTracker.set_wanted`), and the one that freshens log ends and committed offsets
 for a scrape, within a time budget.
 
-Threads: the batch thread calls :meth:`update`, :meth:`remove`, :meth:`rebalanced` and
-:meth:`batch`; the live poller :meth:`state`; the refresh thread :meth:`refresh`; scrapes
-:meth:`freshen`. Every :class:`GroupLag` is handed to ``show`` under the book's lock, so a
-refresh can never put back a group's older rows after an update showed newer ones.
+Records below a committed offset that the log start passed are counted lost only when that offset is
+known to be current as of the log-start sample (:meth:`LagBook._certain`): the job is ready, and either
+it has folded every commit written before the sample (:meth:`folded_through`, from each batch) or an
+OffsetFetch sent after the sample found it (a scrape's, or one the refresh sends for the loss candidate
+itself, within a budget). What was counted is kept in a file beside the checkpoint
+(:mod:`streaming.lag.loss_file`).
+
+Threads: the batch thread calls :meth:`update`, :meth:`remove`, :meth:`rebalanced`,
+:meth:`folded_through` and :meth:`batch`; the live poller :meth:`state`; the refresh thread
+:meth:`refresh`; scrapes :meth:`freshen`; the job's exit :meth:`close`. Every :class:`GroupLag` is
+handed to ``show`` under the book's lock, so a refresh can never put back a group's older rows after
+an update showed newer ones.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from streaming.lag.health import HealthWindows
+from streaming.lag.loss_file import LossFile
 from streaming.lag.retention import LostRecords, margin
 from streaming.lag.tracker import LagTracker
 from streaming.protocol import TopicPartition
@@ -46,6 +55,16 @@ SCRAPE_BACKOFF_S = 120.0
 ACTIVE_WINDOW_S = 120.0
 # At most this many groups' committed offsets are fetched for a scrape (the most recently committed).
 ACTIVE_GROUPS_MAX = 2_000
+
+# Records below a committed offset are counted lost only once that offset is known to be current as of
+# the log-start sample (see LagBook._certain): the job folded every commit written before the sample (its
+# newest folded record written at least FOLD_MARGIN_S after the sample, a margin for the brokers' clocks
+# against this host's), or an OffsetFetch sent after the sample confirmed it. At most LOSS_CONFIRM_MAX
+# groups' offsets are fetched to confirm a loss per refresh, each at most once per log-start sample.
+FOLD_MARGIN_S = 2.0
+LOSS_CONFIRM_MAX = 100
+# What was counted lost is written to the loss file at most this often (and at close).
+LOSS_SAVE_S = 30.0
 
 Owner = tuple[tuple[str, str], ...]  # a member's labels, as the publisher keys its partitions
 Row = tuple[int, float | None]  # a partition's lag in records and when its next record was written
@@ -93,8 +112,11 @@ class LagBook:
     def __init__(self, tracker: LagTracker, show: LagShow, health: HealthWindows | None = None,
                  fetch_log_ends: Callable[[], bool | None] | None = None, max_age_s: float = 0.0,
                  fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
-                 on_refresh: Sequence[Callable[[float], None]] = ()) -> None:
+                 on_refresh: Sequence[Callable[[float], None]] = (), ready: Callable[[], bool] | None = None,
+                 loss_file: LossFile | None = None, loss_save_s: float = LOSS_SAVE_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.tracker = tracker
+        self._clock = clock  # when an OffsetFetch is sent, on the tracker's clock (its samples' times)
         self.health = health or HealthWindows()
         self._show = show
         self._fetch_log_ends, self._max_age_s, self._fetch_committed = fetch_log_ends, max_age_s, fetch_committed
@@ -104,9 +126,22 @@ class LagBook:
         self._owned: dict[str, dict[Owner, list[TopicPartition]]] = {}
         self._last_commit: dict[str, float] = {}  # group -> when the job last saw it commit (epoch s)
         self._fresh: dict[str, dict[TopicPartition, int]] = {}  # committed offsets a scrape fetched
+        self._fresh_at: dict[str, float] = {}  # when the request that found a group's fresh offsets was sent
+        self._fresh_missing: dict[str, frozenset[TopicPartition]] = {}  # partitions that request found no commit for
         self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
         self._truncations: dict[str, dict[str, int]] = {}
         self._lost = LostRecords()
+        # Losses are counted only once the job is ready (caught up: no hours-old committed offsets against
+        # today's log starts), and only where the committed offset is known to be current (_certain).
+        self._ready = ready or (lambda: True)
+        self._folded_through_s = 0.0  # every commit written before this was folded (record time, epoch s)
+        self._folding_through_s = 0.0  # what the batch being folded reaches, once it is done
+        self._unconfirmed: dict[str, float] = {}  # group -> newest log-start sample a loss candidate awaits
+        self._confirm_asked: dict[str, float] = {}  # group -> the log-start sample a confirmation was asked for
+        self._loss_file, self._loss_save_s = loss_file, loss_save_s
+        self._loss_loaded = loss_file is None
+        self._loss_saved: tuple[int, float | None] = (0, None)  # (LostRecords.changes, time) as of the last write
+        self._save_lock = threading.Lock()  # one writer of the loss file (refreshes run on two threads)
         self._has_lag: set[str] = set()  # groups whose last view showed lag
         self.overtaken = 0  # views that left out a partition whose commit overtook its log-end sample
         self._overtaken_since_fetch = False
@@ -134,6 +169,7 @@ class LagBook:
         given (the publisher hands over a copy); ``owned`` None keeps the members' partitions as they were
         (the group changed by commits alone)."""
         with self._lock:
+            self._load_losses()
             owned = self._owned.get(group, {}) if owned is None else dict(owned)
             if committed != self._offsets.get(group) or owned != self._owned.get(group):
                 self._wanted_dirty = True
@@ -150,9 +186,11 @@ class LagBook:
         """Forget a deleted or expired group."""
         with self._lock:
             for state in (self._offsets, self._owned, self._truncated, self._truncations, self._last_commit,
-                          self._fresh):
+                          self._fresh, self._fresh_at, self._fresh_missing):
                 state.pop(group, None)
             self._lost.forget(group)
+            self._unconfirmed.pop(group, None)
+            self._confirm_asked.pop(group, None)
             self.health.forget(group)
             self._has_lag.discard(group)
             self._wanted_dirty = True
@@ -174,10 +212,23 @@ class LagBook:
         try:
             yield
         finally:
+            with self._lock:
+                self._folded_through_s = max(self._folded_through_s, self._folding_through_s)
             self._batch_active.clear()
 
     def in_batch(self) -> bool:
         return self._batch_active.is_set()
+
+    def folded_through(self, newest_record_ms: int | None) -> None:
+        """The newest record (its broker timestamp) of the batch just folded: every commit written before it
+        has been folded (a batch reads each partition of the offsets topic up to where it ended when the
+        trigger fired). Within :meth:`batch` it counts once the batch is done (its groups updated)."""
+        if not newest_record_ms:
+            return
+        with self._lock:
+            self._folding_through_s = max(self._folding_through_s, newest_record_ms / 1000)
+            if not self._batch_active.is_set():
+                self._folded_through_s = max(self._folded_through_s, self._folding_through_s)
 
     # -- the refresh ------------------------------------------------------------------
 
@@ -189,6 +240,7 @@ class LagBook:
         started = time.thread_time()
         now = time.time() if now is None else now
         with self._lock:
+            self._load_losses()
             wanted = None
             if self._wanted_dirty:
                 committed = {(t, p, o) for group in self._offsets for (t, p), o in self._committed(group).items()}
@@ -211,6 +263,8 @@ class LagBook:
                     continue  # changed or removed meanwhile: update showed it afresh
                 if group in self._has_lag or self._any_sampled(offsets, self._owned.get(group, {}), sampled):
                     self._show.group(self._view(group))
+        self._confirm_losses()
+        self._save_losses(now)
         with self._lock:
             grouped = {tp for offsets in self._offsets.values() for tp in offsets}
             grouped.update(tp for owned in self._owned.values() for parts in owned.values() for tp in parts)
@@ -277,10 +331,19 @@ class LagBook:
         with self._lock:
             recent = [(at, g) for g, at in self._last_commit.items() if at >= since and g in self._offsets]
         active = [g for _, g in sorted(recent, reverse=True)[:ACTIVE_GROUPS_MAX]]
+        asked_at = self._clock()
         found = self._fetch_committed(active) if active else {}
         with self._lock:
-            self._fresh = {g: {tp: o for tp, o in offsets.items() if tp in self._offsets.get(g, {})}
-                           for g, offsets in found.items() if g in self._offsets}
+            # A group asked but not answered (its coordinator failed, the fetch timed out) keeps the offsets the
+            # last fetch found for it, rather than falling back to the job's older ones for a scrape; a group
+            # no longer asked for (no recent commit) has had its last commit folded by the job.
+            kept = {g for g in active if g not in found and g in self._fresh}
+            self._fresh = {g: self._fresh[g] for g in kept}
+            self._fresh_at = {g: self._fresh_at.get(g, 0.0) for g in kept}
+            self._fresh_missing = {g: self._fresh_missing[g] for g in kept if g in self._fresh_missing}
+            for group, answered in found.items():
+                if group in self._offsets:
+                    self._take_fetched(group, answered, asked_at)
             self._wanted_dirty = True
         return bool(found)
 
@@ -312,6 +375,7 @@ class LagBook:
         compat_rows: list[CompatRow] = []
         margins: dict[TopicPartition, int] = {}
         log_ends: dict[TopicPartition, int] = {}
+        sampled_at_by_tp: Mapping[TopicPartition, float] | None = None  # read only for a loss candidate
         for (topic, partition), offset in sorted(committed.items()):
             lag = self.tracker.lag(topic, partition, offset)
             overtaken = lag is not None and lag.lag < 0 and not lag.truncated
@@ -321,7 +385,12 @@ class LagBook:
             tp = (topic, partition)
             margins[tp] = margin(offset, lag.log_start)
             log_ends[tp] = lag.log_end
-            self._lost.observe(group, tp, offset, lag.log_start)
+            if self._lost.sample(group, tp, offset, lag.log_start, lag.log_end) > 0:
+                if sampled_at_by_tp is None:
+                    sampled_at_by_tp = self.tracker.sampled_at()
+                log_start_at = sampled_at_by_tp.get(tp, math.inf)  # a later sample than lag's: later is safer
+                if self._certain(group, tp, offset, log_start_at):
+                    self._lost.observe(group, tp, offset, lag.log_start, lag.log_end)
             if lag.truncated:
                 self._count_truncation(group, topic, (tp, offset))
             elif overtaken:
@@ -347,7 +416,10 @@ class LagBook:
         verdict = None
         sampled_at = self.tracker.last_round_at()
         if sampled_at is not None and log_ends:
-            self.health.record(group, {tp: committed[tp] for tp in log_ends}, log_ends,
+            # The job's offsets, as the offsets topic ordered the group's commits: a scrape's OffsetFetch laid
+            # over them (newer, or kept from an earlier fetch when one failed) would read as a rewind.
+            ordered = self._offsets[group]
+            self.health.record(group, {tp: ordered[tp] for tp in log_ends if tp in ordered}, log_ends,
                                self._last_commit.get(group, 0.0), sampled_at)
             verdict = self.health.verdict(group, sampled_at)
         if rows or uncommitted:
@@ -364,3 +436,91 @@ class LagBook:
             seen.add(commit)
             by_topic = self._truncations.setdefault(group, {})
             by_topic[topic] = by_topic.get(topic, 0) + 1
+
+    # -- records lost (under the lock) ---------------------------------------------------------
+
+    def _certain(self, group: str, tp: TopicPartition, offset: int, log_start_at: float) -> bool:
+        """Whether ``offset`` is the group's committed offset as of the log start sampled at ``log_start_at``.
+
+        Kafka Streams commits, then deletes the records below its commit (``repartition.purge.interval.ms``);
+        the log start sampled between the two and the job's older commit would read as records lost. So a
+        loss is counted only when the job is ready, and the offset either came from an OffsetFetch sent after
+        the sample, or is the job's and the job has folded every commit written before the sample. Otherwise
+        the group waits for a confirmation fetch (:meth:`_confirm_losses`) or a later batch.
+        """
+        if not self._ready():
+            return False
+        fresh = self._fresh.get(group)
+        fetched_at = self._fresh_at.get(group, 0.0)
+        if fresh is not None and tp in fresh and fresh[tp] == offset:
+            if fetched_at >= log_start_at:
+                return True
+        elif fetched_at >= log_start_at:
+            # Fetched after the sample, and this partition was not in the answer above the job's offset: the
+            # job's offset is current if the fetch found it (pruned from fresh once the job saw it), and the
+            # group has no commit there any more if not. Either way the job's offset is no worse than current.
+            return tp not in self._fresh_missing.get(group, ())
+        if self._folded_through_s >= log_start_at + FOLD_MARGIN_S:
+            return True
+        self._unconfirmed[group] = max(self._unconfirmed.get(group, 0.0), log_start_at)
+        return False
+
+    def _confirm_losses(self) -> None:
+        """Fetch the committed offsets of groups with a loss candidate the job has not confirmed (at most
+        LOSS_CONFIRM_MAX, each once per log-start sample), then show those groups again."""
+        with self._lock:
+            waiting, self._unconfirmed = self._unconfirmed, {}
+            due = sorted(g for g, at in waiting.items() if g in self._offsets and self._confirm_asked.get(g) != at)
+            due = due[:LOSS_CONFIRM_MAX]
+            if self._fetch_committed is None or not due or self._batch_active.is_set() or not self._ready():
+                return
+            for group in due:
+                self._confirm_asked[group] = waiting[group]
+        asked_at = self._clock()
+        found = self._fetch_committed(due)
+        with self._lock:
+            for group in due:
+                if group not in found or group not in self._offsets:
+                    continue  # not answered: waits for the job, or the next sample
+                self._take_fetched(group, found[group], asked_at)
+                self._wanted_dirty = True
+                self._show.group(self._view(group))
+
+    def _take_fetched(self, group: str, answered: Mapping[TopicPartition, int], asked_at: float) -> None:
+        """A group's committed offsets as an OffsetFetch sent at ``asked_at`` found them: laid over the job's
+        where they are newer (the partitions the job knows of), and which of those it found no commit for.
+
+        Only newer ones: a batch may have folded commits written after the coordinator answered (the fetch
+        and the batch run on different threads), and an older fetched offset laid over the job's newer one
+        would show the group behind by what it consumed since, until the next fetch (the lag-freshness
+        scenario once read 303 records where Kafka's tool read 14)."""
+        offsets = self._offsets[group]
+        self._fresh[group] = {tp: o for tp, o in answered.items() if tp in offsets and o > offsets[tp]}
+        self._fresh_missing[group] = frozenset(tp for tp in offsets if tp not in answered)
+        self._fresh_at[group] = asked_at
+
+    def _load_losses(self) -> None:
+        """What earlier runs counted, read once before anything is counted or shown."""
+        if self._loss_loaded or self._loss_file is None:
+            return
+        self._loss_loaded = True
+        self._lost.restore(self._loss_file.load())
+        self._loss_saved = (self._lost.changes, None)
+
+    def _save_losses(self, now: float, force: bool = False) -> None:
+        if self._loss_file is None or not self._loss_loaded:
+            return
+        with self._save_lock:
+            changes, saved_at = self._loss_saved
+            if saved_at is None:  # the first refresh starts the clock: what was read needs no writing
+                saved_at = now
+                self._loss_saved = (changes, now)
+            if self._lost.changes == changes or (not force and now - saved_at < self._loss_save_s):
+                return
+            changes = self._lost.changes
+            if self._loss_file.save(self._lost.state()):
+                self._loss_saved = (changes, now)
+
+    def close(self) -> None:
+        """Write what was counted lost since the last write (at the job's stop)."""
+        self._save_losses(time.time(), force=True)

@@ -1,4 +1,4 @@
-"""How often the lag poller asks the cluster for log offsets."""
+"""How often the lag poller asks the cluster for log offsets, and the health verdict's window."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from streaming.settings import Config, flag, not_negative, positive, setting
 
 DEFAULT_INTERVAL_S = 10.0
+DEFAULT_HEALTH_WINDOW_S = 600.0  # streaming.lag.health's window
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,14 @@ class LagConfig(Config):
         "producers stamp old times, such as MirrorMaker 2 targets or Kafka Streams repartition topics",
         flag="--lag-append-time-topics"))
 
+    health_window_seconds: float = field(default=DEFAULT_HEALTH_WINDOW_S, metadata=setting(
+        "the health verdict's window (kafka_consumergroup_health): the samples judged, at least how long a group "
+        "goes without a commit before it is stopped (longer for a group whose own commit interval is longer), "
+        "the rebalances a storm counts", flag="--health-window", type=float))
+
     def problems(self) -> list[str]:
-        problems = [*positive(self, "poll_seconds"), *not_negative(self, "max_age_seconds")]
+        problems = [*positive(self, "poll_seconds"), *not_negative(self, "max_age_seconds"),
+                    *positive(self, "health_window_seconds")]
         try:
             re.compile(self.append_time_topics)
         except re.error as exc:

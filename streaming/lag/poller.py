@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TOPIC_CONFIG_MAX_AGE_S = 600.0  # a topic's settings are read again after this long
-TOPIC_CONFIGS = ("message.timestamp.type", "retention.ms")
+TOPIC_CONFIGS = ("message.timestamp.type", "retention.ms", "cleanup.policy")
 QUICK_TIMEOUT_MS = 2000  # a scrape's own log-end fetch gives up after this long
 def _partition_level(exc: BaseException) -> bool:
     """An error about some partitions of a call rather than the broker: worth splitting on."""
@@ -140,7 +140,8 @@ class LogEndPoller(PollingThread):
     def _describe_topic_configs(self, errors: Counter[str]) -> None:
         """Read the settings of topics not seen for TOPIC_CONFIG_MAX_AGE_S (DescribeConfigs, one call for all
         of them): ``message.timestamp.type``, what "lag in seconds" is measured against on each topic, and
-        ``retention.ms``, how long the group's next unread record may stay in the log."""
+        ``retention.ms``, how long the group's next unread record may stay in the log, and ``cleanup.policy``
+        (compact alone: no deletion by age, so no retention deadline)."""
         topics = sorted(self.tracker.topics_to_describe(TOPIC_CONFIG_MAX_AGE_S))
         if not topics:
             return
@@ -153,7 +154,8 @@ class LogEndPoller(PollingThread):
             self.tracker.record_topic_configs(dict.fromkeys(topics, TopicConfig()), time.time())  # not every round
             return
         found = {name: TopicConfig(str(configs.get("message.timestamp.type") or ""),
-                                   _integer(configs.get("retention.ms")))
+                                   _integer(configs.get("retention.ms")),
+                                   str(configs.get("cleanup.policy") or "").replace(" ", ""))
                  for name, configs in config_values(answer, "topic").items()}
         self.tracker.record_topic_configs(found, time.time())
 
@@ -184,19 +186,37 @@ class LogEndPoller(PollingThread):
 
     def fetch_committed(self, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
         """The groups' committed offsets now (OffsetFetch: one request per coordinator for all of them, on the
-        caller's thread and the quick client); nothing when it fails (counted by reason)."""
+        caller's thread and the quick client). kafka-python fails the whole call on any group- or
+        partition-level error, so such a call is split in halves until the failing groups stand alone: the
+        answer holds every group that answered, and a group missing from it was not answered (its error
+        counted by reason). A timeout or a lost connection ends the fetch with what was answered so far."""
+        found: dict[str, dict[TopicPartition, int]] = {}
         with self._quick_lock:
-            try:
-                answer = self._quick_admin.get().list_group_offsets(dict.fromkeys(groups))
-            except Exception as exc:  # a group- or partition-level error fails the whole call
-                reason = error_reason(exc)
-                self.tracker.record_round(0.0, {reason: 1})
-                log.warning("OffsetFetch of %d group(s) failed (%s): %s", len(groups), reason, exc)
-                if reason in ("timeout", "connection"):
-                    self._quick_admin.close()
-                return {}
-        return {group: {(tp.topic, tp.partition): int(meta.offset) for tp, meta in offsets.items() if meta.offset >= 0}
-                for group, offsets in answer.items()}
+            self._fetch_isolating(sorted(set(groups)), found)
+        return found
+
+    def _fetch_isolating(self, groups: list[str], found: dict[str, dict[TopicPartition, int]]) -> bool:
+        """OffsetFetch of ``groups`` into ``found``; False once the cluster could not be reached."""
+        if not groups:
+            return True
+        try:
+            answer = self._quick_admin.get().list_group_offsets(dict.fromkeys(groups))
+        except Exception as exc:
+            reason = error_reason(exc)
+            if _partition_level(exc) and len(groups) > 1:
+                middle = len(groups) // 2
+                return self._fetch_isolating(groups[:middle], found) and self._fetch_isolating(groups[middle:],
+                                                                                                found)
+            self.tracker.record_round(0.0, {reason: len(groups)})
+            log.warning("OffsetFetch of %d group(s) from %s failed (%s): %s", len(groups), groups[0], reason, exc)
+            if reason in ("timeout", "connection"):
+                self._quick_admin.close()
+                return False
+            return True
+        for group, offsets in answer.items():
+            found[group] = {(tp.topic, tp.partition): int(meta.offset) for tp, meta in offsets.items()
+                            if meta.offset >= 0}
+        return True
 
     def _poll_offsets_topic(self, leaders: Mapping[TopicPartition, int], sampled_at: float,
                             errors: Counter[str]) -> bool:

@@ -59,6 +59,13 @@ class TopicConfig(NamedTuple):
 
     timestamp_type: str = ""  # message.timestamp.type: CreateTime or LogAppendTime ("" not known)
     retention_ms: int | None = None  # retention.ms (-1: unlimited; None: not known)
+    cleanup_policy: str = ""  # cleanup.policy: "delete", "compact" or "compact,delete" ("" not known)
+
+    @property
+    def deletes_by_time(self) -> bool:
+        """Whether ``retention.ms`` applies: a compact-only topic deletes nothing by age (Kafka's LogCleaner
+        compacts it; only a policy including ``delete`` has the log's retention delete segments)."""
+        return "delete" in self.cleanup_policy.split(",") if self.cleanup_policy else True
 
 
 @dataclass(frozen=True)
@@ -291,11 +298,13 @@ class LagTracker:
                     if topic in topics and config.timestamp_type}
 
     def retention_seconds(self) -> dict[str, float]:
-        """The tracked topics' time-based retention (``retention.ms``) where read and not unlimited."""
+        """The tracked topics' time-based retention (``retention.ms``) where read and not unlimited; none for a
+        topic whose ``cleanup.policy`` is ``compact`` alone (no deletion by age there)."""
         with self._lock:
             topics = self._topics()
             return {topic: config.retention_ms / 1000 for topic, (config, _) in self._topic_configs.items()
-                    if topic in topics and config.retention_ms is not None and config.retention_ms > 0}
+                    if topic in topics and config.retention_ms is not None and config.retention_ms > 0
+                    and config.deletes_by_time}
 
     def topics_to_describe(self, max_age_s: float) -> set[str]:
         """Tracked topics whose settings are unknown or older than ``max_age_s``."""

@@ -424,3 +424,35 @@ def test_scrapes_during_a_long_batch_serve_what_is_rendered_without_fetching():
         assert len(fetches) == 1
     publisher.book.freshen()
     assert len(fetches) == 2
+
+
+def test_build_publishing_wires_readiness_the_loss_file_and_the_health_window(tmp_path):
+    from streaming.groups.offsets import CommittedOffset, PartitionOffsets
+    from streaming.groups.stage import GroupOffsets
+    from tests.support.publishing import Clock, orders_summary, whole
+
+    clock = Clock(1_700_000_100.0)
+    tracker = LagTracker(interval_s=10, clock=clock)
+    ready = [False]
+    path = tmp_path / "monitor" / "lost-records.json"
+    publisher = build_publishing("c", tracker, ready=lambda: ready[0], loss_file=path, health_window_s=1200.0)
+    assert (publisher.book.health.window_s, publisher.book.health.max_gap_s) == (1200.0, tracker.stale_after_s)
+    publisher.apply(whole(orders_summary(), GroupOffsets(PartitionOffsets({("t0", 0): CommittedOffset(10, None)}), 1)))
+    publisher.book.folded_through(int((clock() + 60) * 1000))
+    tracker.record_offsets({("t0", 0): (40, 100)}, clock())
+    tracker.record_round(clock(), {})
+
+    def lost() -> list[float]:
+        publisher.book.refresh(clock())
+        return [v for lab, v in scrape(publisher)[0]["kafka_consumergroup_records_lost_total"]
+                if lab["group"] == "orders"]
+
+    assert lost() == [0]  # the job not ready (a catch-up): nothing counted
+    ready[0] = True
+    assert lost() == [30]
+    publisher.book.close()
+    restarted = build_publishing("c", tracker, loss_file=path)
+    restarted.apply(whole(orders_summary(), GroupOffsets(PartitionOffsets({("t0", 0): CommittedOffset(10, None)}), 1)))
+    restarted.book.refresh(clock())
+    assert [v for lab, v in scrape(restarted)[0]["kafka_consumergroup_records_lost_total"]
+            if lab["group"] == "orders"] == [30]  # kept across the restart, not counted again

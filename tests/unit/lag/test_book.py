@@ -108,6 +108,9 @@ def test_records_deleted_below_a_commit_are_lost_once() -> None:
     lag.refresh(NOW)
     sample(tracker, clock, {("t", 0): (40, 100)})
     lag.refresh(NOW)
+    assert shown.last("g").lost == {}  # the job may not have folded the group's newer commit yet
+    lag.folded_through(int((NOW + 5) * 1000))  # a batch folded commits written after the sample
+    lag.refresh(NOW)
     lag.refresh(NOW)
     view = shown.last("g")
     assert view.lost == {"t": 30} and view.margins == {("t", 0): -30}
@@ -117,7 +120,7 @@ def test_the_verdict_follows_the_samples() -> None:
     """Records keep arriving, the group's commit stays put and its last commit is older than the window."""
     lag, tracker, shown, clock = book()
     lag.update("g", {("t", 0): 10}, {}, last_commit_s=NOW - 3600)
-    for i in range(4):
+    for i in range(12):  # a whole window, sampled without a gap
         clock.now = NOW + 60 * i
         sample(tracker, clock, {("t", 0): (0, 100 + 50 * i)})
         lag.refresh(clock.now)
@@ -143,3 +146,63 @@ def test_a_group_changed_meanwhile_is_not_shown_from_its_older_offsets() -> None
     lag.refresh(NOW)
     lag.update("g", {("t", 0): 12}, None)
     assert shown.last("g").rows[("t", 0)][0] == 8
+
+
+def test_a_failed_or_partial_offset_fetch_keeps_the_fresh_offsets_and_is_no_rewind() -> None:
+    """A scrape's OffsetFetch answers g and h, then only h (g's coordinator failed), then nothing (a timeout):
+    g keeps the offsets the first fetch found rather than falling back to the job's older ones, and its
+    verdict never reads the difference as a rewind."""
+    import time
+
+    clock = Clock()
+    tracker = LagTracker(interval_s=10, clock=clock)
+    shown = Shown()
+    answers: list[dict[str, dict[TopicPartition, int]]] = [
+        {"g": {("t", 0): 150}, "h": {("u", 0): 15}}, {"h": {("u", 0): 18}}, {}]
+
+    def fetch_log_ends() -> bool:
+        clock.now += 10
+        sample(tracker, clock, {("t", 0): (0, 200), ("u", 0): (0, 20)})
+        return True
+
+    lag = LagBook(tracker, shown, fetch_log_ends=fetch_log_ends, max_age_s=0.25,
+                  fetch_committed=lambda groups: answers.pop(0))
+    lag.update("g", {("t", 0): 100}, {}, time.time())  # committing now: a scrape fetches its offsets
+    lag.update("h", {("u", 0): 10}, {}, time.time())
+    sample(tracker, clock, {("t", 0): (0, 200), ("u", 0): (0, 20)})
+    lag.refresh(clock.now)
+    assert shown.last("g").rows[("t", 0)][0] == 100
+    for h_lag in (5, 2, 2):
+        lag.freshen()
+        assert shown.last("g").rows[("t", 0)][0] == 50  # 200 − the fetched 150, kept through both failures
+        assert shown.last("h").rows[("u", 0)][0] == h_lag
+        assert shown.last("g").verdict == ("OK", "ok")
+    assert not answers
+
+
+def test_a_fetched_offset_older_than_the_jobs_is_not_laid_over_it() -> None:
+    """The scrape's OffsetFetch is answered, then a batch folds a newer commit before the answer is taken:
+    the older fetched offset must not hide the job's newer one (the group would read behind by what it
+    consumed since, until the next fetch)."""
+    import time
+
+    clock = Clock()
+    tracker = LagTracker(interval_s=10, clock=clock)
+    shown = Shown()
+    lag: LagBook
+
+    def fetch_committed(groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+        lag.update("g", {("t", 0): 190}, None, time.time())  # the batch thread, while the answer travels
+        return {"g": {("t", 0): 150}}
+
+    def fetch_log_ends() -> bool:
+        clock.now += 10
+        sample(tracker, clock, {("t", 0): (0, 200)})
+        return True
+
+    lag = LagBook(tracker, shown, fetch_log_ends=fetch_log_ends, max_age_s=0.25, fetch_committed=fetch_committed)
+    lag.update("g", {("t", 0): 100}, {}, time.time())
+    sample(tracker, clock, {("t", 0): (0, 200)})
+    lag.refresh(clock.now)
+    lag.freshen()
+    assert shown.last("g").rows[("t", 0)][0] == 10  # 200 − the job's 190, not 200 − the fetched 150

@@ -28,6 +28,17 @@ def test_each_deleted_record_is_counted_once_however_the_log_start_and_the_commi
     assert lost.totals("g") == {}
 
 
+def test_a_new_incarnation_counts_afresh_and_state_round_trips():
+    lost = LostRecords()
+    assert lost.observe("g", TP, 100, 5000, 6000) == 4900
+    assert lost.sample("g", TP, 0, 800, 1000) == 800  # log end below the last seen: re-created
+    assert lost.observe("g", TP, 0, 800, 1000) == 800
+    assert lost.sample("g", TP, 0, 800, 1000) == 0
+    restored = LostRecords()
+    restored.restore(lost.state())
+    assert restored.totals("g") == {"t": 5700} and restored.sample("g", TP, 0, 800, 1200) == 0
+
+
 def test_lost_records_and_margins_reach_metrics():
     clock = Clock(1_700_000_100.0)
     tracker = LagTracker(interval_s=10, clock=clock)
@@ -43,6 +54,7 @@ def test_lost_records_and_margins_reach_metrics():
         return scrape(publisher)[0]
 
     commit(100)
+    publisher.book.folded_through(int((clock() + 60) * 1000))  # the job folded every commit until after the samples
     samples = sample(40, 200)
     margins = {lab["partition"]: v for lab, v in samples["kafka_consumergroup_retention_margin_records"]
                if lab["group"] == "orders"}
@@ -80,3 +92,15 @@ def test_the_retention_deadline_is_the_oldest_unread_record_plus_its_topics_rete
     assert deadline({"t0": TopicConfig("CreateTime", 3_600_000), "t1": TopicConfig("CreateTime", -1)}) == [
         clock() - 600 + 3600]
     assert deadline({"t1": TopicConfig("CreateTime", 7_200_000)}) == [clock() - 9000 + 7200]  # already past
+
+
+def test_a_compact_only_topic_has_no_retention_deadline() -> None:
+    clock = Clock(1_700_000_100.0)
+    tracker = LagTracker(interval_s=10, clock=clock)
+    tracker.set_wanted([("t0", 0, 100), ("t1", 0, 5), ("t2", 0, 5)])
+    tracker.record_topic_configs({"t0": TopicConfig("CreateTime", 3_600_000, "compact"),
+                                  "t1": TopicConfig("CreateTime", 3_600_000, "compact,delete"),
+                                  "t2": TopicConfig("CreateTime", 3_600_000, "delete")}, clock())
+    # compact alone: retention.ms (its broker default is still described) deletes nothing there
+    assert tracker.retention_seconds() == {"t1": 3600.0, "t2": 3600.0}
+    assert TopicConfig().deletes_by_time  # not read yet: as the policy's default, delete
