@@ -86,7 +86,8 @@ class Monitor:
             metrics.cluster, self.tracker, metrics.lag_granularity, metrics.max_series, metrics.member_labels,
             metrics.compat, options.live.poll_seconds, text=self.scrape_text, advisor=True,
             fetch_log_ends=self.poller.fetch_log_ends if fresh else None, max_age_s=options.lag.max_age_seconds,
-            fetch_committed=self.poller.fetch_committed if fresh else None, on_refresh=(self.health.refresh,))
+            fetch_committed=self.poller.fetch_committed if fresh else None, on_refresh=(self.health.refresh,),
+            labels=metrics.static_labels, metrics_allow=metrics.allow, metrics_deny=metrics.deny)
         self.exporter, self.instruments = self.publisher.exporter, self.publisher.instruments
         assert self.publisher.advisor is not None
         self.advisor = self.publisher.advisor

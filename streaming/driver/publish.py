@@ -26,6 +26,7 @@ from streaming.live.state import LiveStates
 from streaming.live.view import Shown, StateView
 from streaming.metrics import compat
 from streaming.metrics.exporter import Exporter
+from streaming.metrics.exposition import ExportPolicy
 from streaming.metrics.groups import (
     ADVISOR_FAMILY,
     GROUP_FAMILIES,
@@ -134,13 +135,17 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
                      text: ScrapeText | None = None, advisor: bool = False,
                      fetch_log_ends: Callable[[], bool | None] | None = None, max_age_s: float = 0.0,
                      fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
-                     on_refresh: Sequence[Callable[[float], None]] = ()) -> Publisher:
+                     on_refresh: Sequence[Callable[[float], None]] = (),
+                     labels: Sequence[tuple[str, str]] = (), metrics_allow: str | None = None,
+                     metrics_deny: str | None = None) -> Publisher:
     """The metrics side of the job wired together: instruments, exporter, lag book, advisor, publisher.
 
     ``text`` is what scrapes append after the group series (built here when not given). After each
     refresh the lag book refreshes the job's input lag, then ``on_refresh``. A scrape
     (:meth:`Publisher.scrape`) first fetches log ends older than ``max_age_s`` (``fetch_log_ends``)
-    and the committed offsets of the groups committing now (``fetch_committed``).
+    and the committed offsets of the groups committing now (``fetch_committed``). ``labels`` go on every
+    served series, ``metrics_allow``/``metrics_deny`` choose the families served (``--label``,
+    ``--metrics-allow``, ``--metrics-deny``).
     """
     per_partition = lag_granularity == "partition"
     kafka_exporter = compat_mode == "kafka_exporter"
@@ -150,7 +155,8 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     if kafka_exporter:
         families += [*compat.GROUP_FAMILIES, *compat.LAG_FAMILIES]
     text = text or ScrapeText(cluster, tracker, kafka_exporter=kafka_exporter)
-    exporter = Exporter(families, instruments, max_series, sources=(text.text,))
+    exporter = Exporter(families, instruments, max_series, sources=(text.text,),
+                        policy=ExportPolicy.of(cluster, labels, metrics_allow, metrics_deny))
     book = LagBook(tracker, LagLines(exporter, text, per_partition, kafka_exporter),
                    fetch_log_ends=fetch_log_ends, max_age_s=max_age_s, fetch_committed=fetch_committed,
                    on_refresh=(instruments.refresh_input_lag, *on_refresh))
