@@ -420,6 +420,21 @@ def test_rendered_arguments_are_the_jobs_options(helm: str, tmp_path: Path) -> N
     assert "/data" in mounts and str(options.driver.checkpoint_dir).startswith("/data/")
 
 
+def test_static_labels_and_family_filters_reach_the_jobs_options(helm: str, tmp_path: Path) -> None:
+    """labels, metricsAllow and metricsDeny become --label, --metrics-allow and --metrics-deny; unset, no flag."""
+    from streaming.options import parse_args
+
+    values = tmp_path / "labels.yaml"
+    values.write_text('labels: {region: eu-west-1, env: prod, shard: 3}\n'
+                      'metricsAllow: "kafka_consumergroup_.*|rebalance_monitor_.*"\nmetricsDeny: "process_.*"\n')
+    options = parse_args(container(render(helm, tmp_path, files=(values,)))["args"], environ={})
+    assert options.metrics.static_labels == (("env", "prod"), ("region", "eu-west-1"), ("shard", "3"))
+    assert (options.metrics.allow, options.metrics.deny) == ("kafka_consumergroup_.*|rebalance_monitor_.*",
+                                                              "process_.*")
+    args = container(render(helm, tmp_path))["args"]
+    assert not {"--label", "--metrics-allow", "--metrics-deny"} & set(args)
+
+
 def test_service_monitor_selects_the_service(helm: str, tmp_path: Path) -> None:
     objects = render(helm, tmp_path, *EVERYTHING)
     monitor, service = objects["ServiceMonitor"], objects["Service"]
