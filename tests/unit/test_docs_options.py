@@ -25,6 +25,8 @@ OTHER_TOOLS = {
     "--set": "helm install --set, the chart's values",
     "--api-versions": "helm template --api-versions, for the Prometheus Operator's objects",
     "--from-file": "kubectl create secret --from-file, the Kafka client settings' Secret",
+    **dict.fromkeys(("--workloads", "--fresh-repeats", "--no-baselines", "--fresh-driver-memory", "--fresh-job-args"),
+                    "python -m benchmarks.job_bench, the command beside the sizing figures"),
 }
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*(?:\.[a-z0-9.-]*[a-z0-9])?")
 
