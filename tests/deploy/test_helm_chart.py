@@ -168,6 +168,20 @@ def load_values_table() -> Any:
     return module
 
 
+def test_versions_agree() -> None:
+    """pyproject.toml's version is the chart's appVersion (the default image tag, build_info's version label)
+    and the image tag the install instructions build and deploy."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    from packaging.version import Version
+
+    assert str(Version(version)) == version, "a normalized PEP 440 version"
+    app_version = re.search(r'^appVersion: "([^"]+)"$', (CHART / "Chart.yaml").read_text(), re.M)
+    assert app_version is not None and app_version.group(1) == version
+    for doc in HELM_DOCS:
+        tags = re.findall(r"(?:kafka-rebalance-monitor:|\$IMAGE:|image\.tag=)([\w.-]+)", doc.read_text())
+        assert tags and set(tags) == {version}, doc.name
+
+
 def test_chart_readme_values_table_is_values_yaml() -> None:
     values_table = load_values_table()
     readme = (CHART / "README.md").read_text()
