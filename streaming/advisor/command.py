@@ -62,20 +62,30 @@ def _ratio(value: float | None) -> str:
 SnapshotLoader = Callable[[Path, str], GroupSnapshot | None]
 
 
-def advise_command(argv: list[str], load: SnapshotLoader | None = None, out: TextIO = sys.stdout) -> int:
+def advise_parser(checkpoint_dir: Path = Path(".local/checkpoint")) -> argparse.ArgumentParser:
+    """``advise``'s options; ``checkpoint_dir``: --checkpoint-dir's default (the ``rebalance-monitor`` command
+    passes the one ``run`` would use, REBALANCE_MONITOR_CHECKPOINT_DIR included)."""
+    parser = argparse.ArgumentParser(prog="rebalance-monitor advise",
+                                     description="compare Kafka's built-in assignors on a classic group")
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--checkpoint-dir", type=Path, default=checkpoint_dir,
+                        help=f"the job's checkpoint directory (default: {checkpoint_dir})")
+    parser.add_argument("--snapshot", type=Path, help="a group snapshot JSON file instead of the checkpoint")
+    parser.add_argument("--partitions", action="append", default=[], metavar="TOPIC=N",
+                        help="a topic's partition count (default: what the current assignment shows)")
+    return parser
+
+
+def advise_command(argv: list[str], load: SnapshotLoader | None = None, out: TextIO = sys.stdout,
+                   checkpoint_dir: Path = Path(".local/checkpoint")) -> int:
     """``rebalance-monitor advise --group G``: print the advice for one group; returns an exit code.
 
     The group's snapshot comes from ``--snapshot FILE`` (the JSON of
     :meth:`GroupSnapshot.to_json`) or from ``load(checkpoint_dir, group)``, the core's
-    reader of the snapshots it persists under the checkpoint directory.
+    reader of the snapshots it persists under the checkpoint directory (``checkpoint_dir`` when
+    --checkpoint-dir is not given).
     """
-    parser = argparse.ArgumentParser(prog="rebalance-monitor advise",
-                                     description="compare Kafka's built-in assignors on a classic group")
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--checkpoint-dir", type=Path, default=Path(".local/checkpoint"))
-    parser.add_argument("--snapshot", type=Path, help="a group snapshot JSON file instead of the checkpoint")
-    parser.add_argument("--partitions", action="append", default=[], metavar="TOPIC=N",
-                        help="a topic's partition count (default: what the current assignment shows)")
+    parser = advise_parser(checkpoint_dir)
     args = parser.parse_args(argv)
     snapshot: GroupSnapshot | None
     if args.snapshot is not None:

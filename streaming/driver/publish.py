@@ -30,6 +30,7 @@ from streaming.live.state import LiveStates
 from streaming.live.view import Shown, StateView
 from streaming.metrics import compat
 from streaming.metrics.exporter import Exporter
+from streaming.metrics.exposition import ExportPolicy
 from streaming.metrics.groups import (
     ADVISOR_FAMILY,
     GROUP_FAMILIES,
@@ -139,17 +140,21 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
                      fetch_log_ends: Callable[[], bool | None] | None = None, max_age_s: float = 0.0,
                      fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
                      on_refresh: Sequence[Callable[[float], None]] = (), ready: Callable[[], bool] | None = None,
-                     loss_file: Path | None = None, health_window_s: float = DEFAULT_HEALTH_WINDOW_S) -> Publisher:
+                     loss_file: Path | None = None, health_window_s: float = DEFAULT_HEALTH_WINDOW_S,
+                     labels: Sequence[tuple[str, str]] = (), metrics_allow: str | None = None,
+                     metrics_deny: str | None = None) -> Publisher:
     """The metrics side of the job wired together: instruments, exporter, lag book, advisor, publisher.
 
     ``text`` is what scrapes append after the group series, ``instruments`` the job's own (each built
     here when not given). After each
     refresh the lag book refreshes the job's input lag, then ``on_refresh``. A scrape
     (:meth:`Publisher.scrape`) first fetches log ends older than ``max_age_s`` (``fetch_log_ends``)
-    and the committed offsets of the groups committing now (``fetch_committed``).
+    and the committed offsets of the groups committing now (``fetch_committed``). ``labels`` go on every
+    served series, ``metrics_allow``/``metrics_deny`` choose the families served (``--label``,
+    ``--metrics-allow``, ``--metrics-deny``).
 
     Records lost are counted once ``ready`` says the job is (always, when not given), and kept in
-    ``loss_file`` across restarts (written at most every LOSS_SAVE_S, and at the process's exit); the
+    ``loss_file`` across restarts (written at most every LOSS_SAVE_S, and as the lag refresh stops); the
     health verdict judges ``health_window_s`` of samples, a sampling gap being the tracker's staleness limit.
     """
     per_partition = lag_granularity == "partition"
@@ -160,7 +165,8 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     if kafka_exporter:
         families += [*compat.GROUP_FAMILIES, *compat.LAG_FAMILIES]
     text = text or ScrapeText(cluster, tracker, kafka_exporter=kafka_exporter)
-    exporter = Exporter(families, instruments, max_series, sources=(text.text,))
+    exporter = Exporter(families, instruments, max_series, sources=(text.text,),
+                        policy=ExportPolicy.of(cluster, labels, metrics_allow, metrics_deny))
     book = LagBook(tracker, LagLines(exporter, text, per_partition, kafka_exporter),
                    HealthWindows(health_window_s, max_gap_s=tracker.stale_after_s),
                    fetch_log_ends=fetch_log_ends, max_age_s=max_age_s, fetch_committed=fetch_committed,

@@ -1,10 +1,13 @@
-"""The metrics endpoint and what it exports: address, TLS, basic auth, granularity, series cap."""
+"""The metrics endpoint and what it exports: address, TLS, basic auth, granularity, series cap, static labels
+and the families served."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streaming.metrics.exposition import label_problem
 from streaming.settings import Config, flag, positive, setting
 
 # kafka_exporter owns 9308 and Prometheus' exporter registry has handed out 9100-9999; this
@@ -43,6 +46,16 @@ class MetricsConfig(Config):
         "kafka_exporter, or lag is counted twice", flag="--metrics-compat", choices=("none", "kafka_exporter")))
     max_series: int = field(default=2_000_000, metadata=setting(
         "most series /metrics serves; beyond it new series are dropped and counted", type=int))
+    labels: tuple[str, ...] = field(default=(), metadata=setting(
+        "KEY=VALUE: a label every series /metrics serves carries, after cluster (repeatable), for example "
+        "env=prod; not a label the job's series have already (cluster, group, topic, partition, ...) nor __*",
+        flag="--label", action="append"))
+    allow: str | None = field(default=None, metadata=setting(
+        "regex: serve only the metric families whose whole name matches (the name of their # TYPE line, "
+        "counters with _total), HELP and TYPE included; every family when unset", flag="--metrics-allow"))
+    deny: str | None = field(default=None, metadata=setting(
+        "regex: leave out the metric families whose whole name matches, HELP and TYPE included; wins over "
+        "--metrics-allow", flag="--metrics-deny"))
 
     def problems(self) -> list[str]:
         problems = positive(self, "max_series")
@@ -56,7 +69,28 @@ class MetricsConfig(Config):
             problems.append(f"{flag(self, 'member_labels')} must be client or member")
         if self.lag_granularity not in LAG_GRANULARITIES:
             problems.append(f"{flag(self, 'lag_granularity')} must be one of {', '.join(LAG_GRANULARITIES)}")
+        seen: set[str] = set()
+        for item in self.labels:
+            name, sep, _ = item.partition("=")
+            problem = "expected KEY=VALUE" if not sep else label_problem(name)
+            if problem is None and name in seen:
+                problem = "given twice"
+            seen.add(name)
+            if problem is not None:
+                problems.append(f"{flag(self, 'labels')} {name!r}: {problem}")
+        for name in ("allow", "deny"):
+            pattern = getattr(self, name)
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    problems.append(f"{flag(self, name)} {pattern!r} is not a valid regex: {exc}")
         return problems
+
+    @property
+    def static_labels(self) -> tuple[tuple[str, str], ...]:
+        """--label as (name, value) pairs, in the order given."""
+        return tuple((name, value) for name, _, value in (item.partition("=") for item in self.labels))
 
     @property
     def per_partition(self) -> bool:

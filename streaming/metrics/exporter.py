@@ -9,6 +9,12 @@ rendered at scrape time) and the job's instruments (:mod:`streaming.metrics.inst
 Label values are bounded by groups, members, topics and partitions (nothing per record);
 ``--max-series`` caps the group series and ``rebalance_monitor_series_dropped`` says how many a
 scrape left out.
+
+The :class:`~streaming.metrics.exposition.ExportPolicy` (``--label``, ``--metrics-allow``,
+``--metrics-deny``) shapes all three: a left-out group family is never stored (nor counted in
+``rebalance_monitor_series``), stored group text takes the static labels once as it is put, and the
+scrape-time text and the instruments' are filtered and labelled as a scrape renders them (they are
+small: the instruments a few hundred lines, the sources a line per polled partition at most).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import generate_latest
 
-from streaming.metrics.exposition import Family, FamilyCache, Lines
+from streaming.metrics.exposition import ExportPolicy, Family, FamilyCache, Lines
 from streaming.metrics.instruments import JobMetrics
 
 
@@ -27,16 +33,22 @@ class Exporter:
     group series: their families complete), then ``instruments``."""
 
     def __init__(self, families: Iterable[Family], instruments: JobMetrics, max_series: int | None = None,
-                 sources: Sequence[Callable[[], bytes]] = ()) -> None:
+                 sources: Sequence[Callable[[], bytes]] = (), policy: ExportPolicy | None = None) -> None:
         self.instruments = instruments
         self.max_series = max_series
+        self.policy = policy or ExportPolicy(instruments.cluster)
         self._sources = tuple(sources)
         self._lock = threading.Lock()
-        self._cache = FamilyCache(families)
+        families = list(families)
+        served = [f for f in families if self.policy.allows(f.name)]
+        self._left_out = frozenset(f.name for f in families) - {f.name for f in served}
+        self._cache = FamilyCache(served, self.policy.label_text)
 
     def put(self, group: str, lines: Lines, names: Iterable[str], *, if_present: bool = False) -> None:
         """Replace ``group``'s text in the families ``names``; ``if_present``: only if the group is
         still exported (a background publisher must not bring a removed group back)."""
+        if self._left_out:
+            names = [name for name in names if name not in self._left_out]
         with self._lock:
             if if_present and not self._cache.has(group):
                 return
@@ -59,4 +71,6 @@ class Exporter:
         self.instruments.count_series(groups, kept, dropped)
         # Sources are called outside the lock: they take their own locks, which writers hold while
         # they put text here.
-        return b"".join([*chunks, *(source() for source in self._sources), generate_latest(self.instruments.registry)])
+        policy = self.policy
+        return b"".join([*chunks, *(policy.text(source()) for source in self._sources),
+                         policy.text(generate_latest(self.instruments.registry))])

@@ -7,6 +7,12 @@ output (the text format requires it), so the cache is kept per family and per gr
 *Age* families (lag in seconds) are the exception: their value is "now minus a moment" and
 must grow between two renderings, so the cache keeps each line's label text and its moment
 (:meth:`Lines.add_age`) and a scrape writes ``max(0, scrape time - moment)``.
+
+:class:`ExportPolicy` is what every served series carries beside its own labels (``--label``) and
+which families are served at all (``--metrics-allow``/``--metrics-deny``). Cached group text takes
+the static labels once, when it is stored (:meth:`FamilyCache.put`), so a scrape pays nothing for
+them there; text rendered at scrape time (the lag poller's, the instruments') goes through
+:meth:`ExportPolicy.text`.
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 Labels = tuple[tuple[str, str], ...]
@@ -100,14 +106,42 @@ class Lines:
             lines.append(f'{text}{partition}"}} {number(value)}\n')
             self.count += 1
 
-    def encoded(self) -> dict[str, bytes]:
-        return {name: "".join(lines).encode() for name, lines in self.by_family.items()}
+    def encoded(self, labels: str = "") -> dict[str, bytes]:
+        """Each family's lines as bytes; ``labels`` (``k="v",...``, escaped) go after the cluster label."""
+        if not labels:
+            return {name: "".join(lines).encode() for name, lines in self.by_family.items()}
+        old, new = self._insertion(labels)
+        encoded = {}
+        for name, lines in self.by_family.items():
+            text = "".join(lines)
+            # Every line holds ``{cluster="..."`` once, right after its name. The replacement is made on the
+            # joined text (one pass in C) when the count shows no label value holding it too; else line by line,
+            # where the first occurrence is the one after the name (a metric name holds no ``{``).
+            if text.count(old) == len(lines):
+                text = text.replace(old, new)
+            else:
+                text = "".join([line.replace(old, new, 1) for line in lines])
+            encoded[name] = text.encode()
+        return encoded
+
+    def aged(self, name: str, labels: str = "") -> list[Age] | None:
+        """An age family's lines (see :meth:`add_age`); ``labels`` as in :meth:`encoded`."""
+        ages = self.ages.get(name)
+        if not labels or not ages:
+            return ages
+        old, new = self._insertion(labels)
+        return [(head.replace(old, new, 1), since) for head, since in ages]
+
+    def _insertion(self, labels: str) -> tuple[str, str]:
+        return f"{{{self.prefix}", f"{{{self.prefix},{labels}"
 
 
 class FamilyCache:
     """Cached text per family and group; renders the whole exposition in family order."""
 
-    def __init__(self, families: Iterable[Family]) -> None:
+    def __init__(self, families: Iterable[Family], labels: str = "") -> None:
+        """``labels``: static labels (``k="v",...``, escaped) every stored line takes after its cluster label."""
+        self.labels = labels
         self.families = {f.name: f for f in families}
         self._text: dict[str, dict[str, bytes]] = {name: {} for name, f in self.families.items() if not f.age}
         self._ages: dict[str, dict[str, list[Age]]] = {name: {} for name, f in self.families.items() if f.age}
@@ -115,11 +149,11 @@ class FamilyCache:
 
     def put(self, group: str, lines: Lines, names: Iterable[str]) -> None:
         """Replace ``group``'s text in the families ``names`` (the ones this rendering covers)."""
-        encoded = lines.encoded()
+        encoded = lines.encoded(self.labels)
         series = self._series.get(group, 0)
         for name in names:
             if name in self._ages:
-                ages = lines.ages.get(name)
+                ages = lines.aged(name, self.labels)
                 old_ages = self._ages[name].pop(group, ())
                 series += len(ages or ()) - len(old_ages)
                 if ages:
@@ -191,3 +225,116 @@ class FamilyCache:
 
 def _aged(lines: Iterable[Age], now: float) -> bytes:
     return "".join([f"{head}{number(max(0.0, now - since))}\n" for head, since in lines]).encode()
+
+
+# Prometheus' label names; those starting with __ are Prometheus' own.
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# Labels the job's series carry themselves (a series with a label twice is refused, and Prometheus drops
+# the whole scrape), the histogram and summary labels, and the target labels Prometheus adds at scrape
+# time: a static label may not take any of these names. tests/unit/metrics/test_policy.py checks that
+# every label a full scrape shows, and every label docs/metrics.md names, is here.
+RESERVED_LABELS = frozenset({
+    "cluster", "group", "topic", "partition", "member", "client_id", "client_host", "consumergroup", "state",
+    "group_type", "protocol_type", "protocol", "leader", "assignor", "cause", "how", "method", "status", "reason",
+    "type", "api", "record_type", "limit", "area", "kind", "gc", "version", "python_version", "spark_version",
+    "java_version", "le", "quantile", "job", "instance",
+})
+
+
+def label_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a static label, or None."""
+    if not LABEL_NAME.fullmatch(name):
+        return "not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+    if name.startswith("__"):
+        return "names starting with __ are Prometheus' own"
+    if name in RESERVED_LABELS:
+        return "the job's series (or Prometheus) already use that label"
+    return None
+
+
+@dataclass(frozen=True)
+class ExportPolicy:
+    """Static labels on every served series and the families served: ``allow`` and ``deny`` are regular
+    expressions matched against a family's whole name (as its ``# TYPE`` line shows it: counters with their
+    ``_total``); a family is served when ``allow`` matches it (or there is none) and ``deny`` does not."""
+
+    cluster: str = "default"
+    labels: tuple[tuple[str, str], ...] = ()
+    allow: str | None = None
+    deny: str | None = None
+    label_text: str = field(init=False, repr=False, compare=False)
+    _cluster: bytes = field(init=False, repr=False, compare=False)
+    _allow: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _deny: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, _ in self.labels:
+            problem = label_problem(name)
+            if problem is not None:
+                raise ValueError(f"label {name!r}: {problem}")
+        object.__setattr__(self, "label_text", ",".join(f'{k}="{escape(v)}"' for k, v in self.labels))
+        object.__setattr__(self, "_cluster", f'cluster="{escape(self.cluster)}"'.encode())
+        object.__setattr__(self, "_allow", None if self.allow is None else re.compile(self.allow))
+        object.__setattr__(self, "_deny", None if self.deny is None else re.compile(self.deny))
+
+    @classmethod
+    def of(cls, cluster: str, labels: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+           allow: str | None = None, deny: str | None = None) -> ExportPolicy:
+        pairs = labels.items() if isinstance(labels, Mapping) else labels
+        return cls(cluster, tuple(pairs), allow or None, deny or None)
+
+    @property
+    def filters(self) -> bool:
+        return self.allow is not None or self.deny is not None
+
+    @property
+    def plain(self) -> bool:
+        """Nothing to add or leave out: text passes as it is."""
+        return not self.labels and not self.filters
+
+    def allows(self, family: str) -> bool:
+        if self._deny is not None and self._deny.fullmatch(family):
+            return False
+        return self._allow is None or self._allow.fullmatch(family) is not None
+
+    def text(self, text: bytes) -> bytes:
+        """Exposition text (``# HELP``, ``# TYPE`` and sample lines) with the families left out whole and the
+        static labels on every sample: after ``cluster`` when a sample starts with it, else first."""
+        if self.plain or not text:
+            return text
+        parts = (b"\n" + text).split(b"\n# HELP ")
+        kept = [self._labelled(parts[0][1:])] if parts[0] else []
+        for part in parts[1:]:
+            name = part.split(None, 1)[0].decode() if part.strip() else ""
+            if self.filters and not self.allows(name):
+                continue
+            kept.append(b"# HELP " + self._labelled(part, header=True))
+        out = b"\n".join(kept)
+        return out if not out or out.endswith(b"\n") else out + b"\n"
+
+    def _labelled(self, block: bytes, header: bool = False) -> bytes:
+        """``block``'s sample lines with the static labels; ``header``: its first line is a HELP line's rest."""
+        if not self.labels or not block:
+            return block
+        static = self.label_text.encode()
+        cluster = self._cluster
+        lines = block.split(b"\n")
+        for i, line in enumerate(lines):
+            if not line or line.startswith(b"#") or (header and i == 0):
+                continue
+            space = line.find(b" ")
+            if space < 0:
+                continue
+            brace = line.find(b"{", 0, space)
+            if brace < 0:  # no labels at all (process_* of client_python's process collector)
+                lines[i] = line[:space] + b"{" + static + b"}" + line[space:]
+                continue
+            at = brace + 1
+            if line.startswith(cluster, at) and line[at + len(cluster):at + len(cluster) + 1] in (b",", b"}"):
+                at += len(cluster)
+                lines[i] = line[:at] + b"," + static + line[at:]
+            elif line[at:at + 1] == b"}":
+                lines[i] = line[:at] + static + line[at:]
+            else:
+                lines[i] = line[:at] + static + b"," + line[at:]
+        return b"\n".join(lines)

@@ -168,6 +168,20 @@ def load_values_table() -> Any:
     return module
 
 
+def test_versions_agree() -> None:
+    """pyproject.toml's version is the chart's appVersion (the default image tag, build_info's version label)
+    and the image tag the install instructions build and deploy."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    from packaging.version import Version
+
+    assert str(Version(version)) == version, "a normalized PEP 440 version"
+    app_version = re.search(r'^appVersion: "([^"]+)"$', (CHART / "Chart.yaml").read_text(), re.M)
+    assert app_version is not None and app_version.group(1) == version
+    for doc in HELM_DOCS:
+        tags = re.findall(r"(?:kafka-rebalance-monitor:|\$IMAGE:|image\.tag=)([\w.-]+)", doc.read_text())
+        assert tags and set(tags) == {version}, doc.name
+
+
 def test_chart_readme_values_table_is_values_yaml() -> None:
     values_table = load_values_table()
     readme = (CHART / "README.md").read_text()
@@ -418,6 +432,21 @@ def test_rendered_arguments_are_the_jobs_options(helm: str, tmp_path: Path) -> N
     assert options.notes == ()  # neither the default cluster nor a relative checkpoint
     mounts = {m["mountPath"] for m in monitor["volumeMounts"]}
     assert "/data" in mounts and str(options.driver.checkpoint_dir).startswith("/data/")
+
+
+def test_static_labels_and_family_filters_reach_the_jobs_options(helm: str, tmp_path: Path) -> None:
+    """labels, metricsAllow and metricsDeny become --label, --metrics-allow and --metrics-deny; unset, no flag."""
+    from streaming.options import parse_args
+
+    values = tmp_path / "labels.yaml"
+    values.write_text('labels: {region: eu-west-1, env: prod, shard: 3}\n'
+                      'metricsAllow: "kafka_consumergroup_.*|rebalance_monitor_.*"\nmetricsDeny: "process_.*"\n')
+    options = parse_args(container(render(helm, tmp_path, files=(values,)))["args"], environ={})
+    assert options.metrics.static_labels == (("env", "prod"), ("region", "eu-west-1"), ("shard", "3"))
+    assert (options.metrics.allow, options.metrics.deny) == ("kafka_consumergroup_.*|rebalance_monitor_.*",
+                                                              "process_.*")
+    args = container(render(helm, tmp_path))["args"]
+    assert not {"--label", "--metrics-allow", "--metrics-deny"} & set(args)
 
 
 def test_service_monitor_selects_the_service(helm: str, tmp_path: Path) -> None:

@@ -302,3 +302,39 @@ def test_config_file_missing_is_an_error(tmp_path: Path, capsys: pytest.CaptureF
     with pytest.raises(SystemExit):
         parse_args(["--bootstrap-server", "b", "--config", str(tmp_path / "absent.toml")], environ={})
     assert f"--config {tmp_path / 'absent.toml'}: cannot read it (No such file or directory)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ the other commands
+
+
+def test_history_advise_and_dead_letters_find_the_checkpoint_run_uses(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """REBALANCE_MONITOR_CHECKPOINT_DIR (and REBALANCE_MONITOR_EVENT_LOG) set for run point the read-only
+    commands at the same place; their command line still wins."""
+    from streaming import cli
+    from streaming.advisor import command
+
+    environ = {"REBALANCE_MONITOR_CHECKPOINT_DIR": str(tmp_path / "cp")}
+    assert run_checkpoint(environ) == tmp_path / "cp"
+    assert cli.history_parser(environ).parse_args(["--group", "g"]).checkpoint_dir == tmp_path / "cp"
+    assert cli.dead_letters_parser(environ).parse_args([]).checkpoint_dir == tmp_path / "cp"
+    assert cli.dead_letters_parser(environ).parse_args(["--checkpoint-dir", "/x"]).checkpoint_dir == Path("/x")
+    assert cli.history_parser({**environ, "REBALANCE_MONITOR_EVENT_LOG": "/logs/ev"}).parse_args(
+        ["--group", "g"]).event_log == Path("/logs/ev")
+    assert cli.history_parser({}).parse_args(["--group", "g"]).checkpoint_dir == Path(".local/checkpoint")
+    asked: list[Path] = []
+    monkeypatch.setenv("REBALANCE_MONITOR_CHECKPOINT_DIR", str(tmp_path / "cp"))
+    monkeypatch.setattr("streaming.groups.store.load_snapshot", lambda path, group: asked.append(path))
+    with pytest.raises(SystemExit):
+        cli.main(["advise", "--group", "g"])
+    assert asked == [tmp_path / "cp"]
+    printed: list[Path] = []
+    monkeypatch.setattr("streaming.logs.dead_letters.print_dead_letters",
+                        lambda path, out, limit: printed.append(path))
+    cli.main(["dead-letters"])
+    assert printed == [tmp_path / "cp" / "monitor" / "dead-letters"]
+    assert command.advise_parser().parse_args(["--group", "g"]).checkpoint_dir == Path(".local/checkpoint")
+
+
+def run_checkpoint(environ: dict[str, str]) -> Path:
+    return parse_args(["--bootstrap-server", "b"], environ=environ).driver.checkpoint_dir
