@@ -247,12 +247,12 @@ class GroupStage:
             return
         offsets = self.offsets.get(group)
         commit_times = offsets.offsets.commit_times() if offsets is not None else None
-        snapshot, session = self.snapshots.get(group), None
+        snapshot, timeouts = self.snapshots.get(group), None
         if self.facts is not None and record.record_type in CONSUMER_GROUP_TYPES:
-            session = self.facts.consumer_session_timeout_ms()
+            timeouts = self.facts.consumer_group_timeouts([group]).get(group)
             if snapshot is not None and record.record_type in _NAMES_NEEDED:
                 self._name_topics(snapshot)
-        snapshot, events = apply_record(snapshot, record, int(record_ms or 0), commit_times, session)
+        snapshot, events = apply_record(snapshot, record, int(record_ms or 0), commit_times, timeouts)
         if snapshot is None:
             self.snapshots.pop(group, None)
         else:
