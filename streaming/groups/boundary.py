@@ -352,10 +352,11 @@ def _rebalance(
     )
     revoked = sum(1 for tp, owner in old_owners.items() if owners.get(tp) != owner)
     assigned = sum(1 for tp, owner in owners.items() if old_owners.get(tp) != owner)
-    joined = sorted(set(members) - set(old_members))
-    left = sorted(set(old_members) - set(members))
+    back = rejoined(old_members, members, at.departed)
+    joined = sorted(set(members) - set(old_members) | back)
+    left = sorted(set(old_members) - set(members) | back)
     departures = tuple(_departure(snapshot, o, old_members[o], at, commits) for o in left)
-    causes = _causes(snapshot, new)
+    causes = _causes(snapshot, new, back)
     event = RebalanceEvent(
         group=snapshot.group,
         group_type=snapshot.group_type,
@@ -403,11 +404,27 @@ def _observe_duration(snapshot: GroupSnapshot, duration_ms: int) -> None:
     snapshot.rebalance_duration_sum_ms += duration_ms
 
 
-def _causes(snapshot: GroupSnapshot, new: CompletedAssignment) -> tuple[str, ...]:
+def rejoined(
+    old: Mapping[str, BoundaryMember], new: Mapping[str, BoundaryMember], departed: Mapping[str, Departed]
+) -> set[str]:
+    """Owners in both boundaries that were removed in between and came back under the same member id.
+
+    Since KIP-1082 a KIP-848 client keeps its member id: fenced (FENCED_MEMBER_EPOCH), it rejoins
+    with epoch 0 under that id. When it does so before another member's heartbeat recomputes the
+    target, Kafka writes its tombstones and group-epoch bump, then its new subscription, a second
+    bump and one target: the two boundaries list the same owner, yet it left and joined. (A static
+    member replaced in place comes back under a new member id: not this.)
+    """
+    return {o for o, gone in departed.items()
+            if o in old and o in new and gone.member_id and gone.member_id == new[o].member_id}
+
+
+def _causes(snapshot: GroupSnapshot, new: CompletedAssignment, back: set[str]) -> tuple[str, ...]:
     """Why the group rebalanced, read from the difference with the previous boundary.
 
     - ``members_joined`` / ``members_left``: an owner (instance id, else member id) is
-      in only one of the two boundaries.
+      in only one of the two boundaries, or left and came back under the same member id
+      in between (:func:`rejoined`).
     - ``static_member_replaced``: a static member (same instance id in both) holds a
       different member id: it restarted and took its place back within this rebalance.
     - ``subscription_changed``: a member present in both subscribes to other topics.
@@ -429,8 +446,8 @@ def _causes(snapshot: GroupSnapshot, new: CompletedAssignment) -> tuple[str, ...
     held_topics = {topic for topic, _ in snapshot.last_owner}
     converted = snapshot.epoch_type is not None and snapshot.epoch_type != snapshot.group_type
     checks = {
-        "members_joined": bool(set(members) - set(old)),
-        "members_left": bool(set(old) - set(members)),
+        "members_joined": bool(set(members) - set(old) or back),
+        "members_left": bool(set(old) - set(members) or back),
         "static_member_replaced": any(
             members[o].instance_id and members[o].member_id != old[o].member_id for o in both
         ),
