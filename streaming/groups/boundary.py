@@ -116,13 +116,15 @@ def classify_departure(
 ) -> str:
     """How a classic member left, inferred from its last offset commit (one of :data:`DEPARTURES`).
 
-    ``gap`` = ``departed_ms`` (when the coordinator removed it: KIP-848 = its
-    tombstones; classic = the end of the join phase that followed, the earliest time the
-    records give) − ``last_commit_ms`` (the latest commit on a partition it owned).
-    A member that stops polling commits nothing for max.poll.interval.ms before it is
-    removed (gap ≥ rebalance timeout → ``poll_timeout``); a crashed or partitioned one
-    is removed a session timeout after its last heartbeat, and it committed shortly
-    before (session timeout ≤ gap → ``session_timeout``); a member that closes commits
+    ``gap`` = ``departed_ms`` (when the coordinator removed it: classic = the end of the
+    join phase that followed, the earliest time the records give; a classic-protocol member
+    of a KIP-848 group = its tombstones) − ``last_commit_ms`` (the latest commit on a
+    partition it owned). A member that stops polling commits nothing for
+    max.poll.interval.ms before it is removed (gap ≥ rebalance timeout → ``poll_timeout``);
+    a crashed or partitioned one is removed a session timeout after the later of its last
+    heartbeat and its last commit (a classic group's commit renews the session: Kafka's
+    OffsetMetadataManager reschedules the member's heartbeat), so session timeout ≤ gap →
+    ``session_timeout``; a member that closes commits
     and leaves at once (gap < session timeout → ``left_cleanly``). ``unknown`` without
     a commit time (it owned nothing, or commits are not known). This is an inference:
     a manual-commit application committing rarely, or a classic join phase held open by
