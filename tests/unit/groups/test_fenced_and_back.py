@@ -8,6 +8,8 @@ target and its current assignment, when no other member's heartbeat computed a t
 
 from __future__ import annotations
 
+import json
+
 from streaming.groups.model import GroupSnapshot
 from streaming.groups.stage import GroupStage
 from tests.unit.groups.test_kip848_departures import facts
@@ -75,3 +77,19 @@ def test_an_epoch_bump_with_nobody_gone_stays_unknown():
     batches = two_member_group(stage)
     batches.apply([group_epoch(2), target("A", A), target("B", B), target_epoch(2)], T0 + 1_000)
     assert batches.events[0].causes == ("unknown",)
+
+
+def test_a_format_4_snapshot_with_a_pending_departure_reads():
+    """Written before departures kept the member id: the removal time is kept, nothing rejoins."""
+    stage, _ = fenced_group()
+    d = json.loads(stage.snapshots[G].to_json())
+    consumer = d["consumer"]
+    consumer["departed_ms"] = {o: e["time_ms"] for o, e in consumer.pop("departed").items()}
+    for key in ("session_timeout_ms", "heartbeat_interval_ms"):
+        consumer.pop(key)
+    for m in consumer["members"].values():
+        m.pop("active_ms"), m.pop("static_leave")
+    restored = GroupSnapshot.from_dict({**d, "v": 4})
+    assert restored.consumer is not None
+    departed = {o: (e.time_ms, e.member_id) for o, e in restored.consumer.departed.items()}
+    assert departed == {"B": (T0 + 66_002, "")}  # the fence's third row

@@ -245,3 +245,28 @@ def test_the_scenarios_reach_every_departure_class_and_both_timeouts(tmp_path: P
             causes |= set(summary.rebalance_causes)
     assert {"left_cleanly", "session_timeout", "unknown"} <= departures
     assert {"members_joined", "members_left"} <= causes
+
+
+def test_a_batch_asks_for_its_kip848_groups_timeouts_once_and_a_replay_asks_nothing(tmp_path: Path) -> None:
+    cluster, asked = Cluster(), []
+
+    def group_timeouts(groups: Collection[str]) -> dict[str, GroupTimeouts]:
+        asked.append(sorted(groups))
+        return cluster.group_timeouts(groups)
+
+    names = TopicNames(cluster.describe, lambda: 45_000, refresh_s=0, clock=cluster.clock,
+                       group_timeouts=group_timeouts, group_max_age_s=0)
+    (tmp_path / "spark" / "commits").mkdir(parents=True)
+    store = StateStore(tmp_path / "state")
+    stage = store.load(None, facts=names)
+    batches = scenario(3)
+    for batch_id, (_, batch) in enumerate(batches):
+        stage.apply(batch)
+        store.write_delta(batch_id, batch, ())
+        (tmp_path / "spark" / "commits" / str(batch_id)).write_text("v1\n{}")
+    with_records = [b for _, b in batches if b.group_records.num_rows]
+    assert len(asked) == len(with_records)
+    assert [sorted(set(b.group_records.column("group").to_pylist())) for b in with_records] == asked
+    asked.clear()
+    StateStore(tmp_path / "state").load(len(batches) - 1, facts=names)
+    assert asked == []
