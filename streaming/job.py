@@ -78,7 +78,8 @@ class Monitor:
         self.poller = LogEndPoller(options.kafka.bootstrap_servers, self.tracker,
                                    interval_s=options.lag.poll_seconds, client_config=client_config)
         self.metadata = TopicMetadata(options.kafka.bootstrap_servers, client_config)
-        self.topic_names = TopicNames(self.metadata.names_by_id, self.metadata.consumer_session_timeout_ms)
+        self.topic_names = TopicNames(self.metadata.names_by_id, self.metadata.consumer_session_timeout_ms,
+                                      group_timeouts=self.metadata.consumer_group_timeouts)
         self.instruments = JobMetrics(metrics.cluster, self.tracker)
         instruments = self.instruments
         self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records,

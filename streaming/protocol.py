@@ -10,7 +10,7 @@ other, so a reader finds what travels between them without following the pipelin
   :class:`DeadLetter` sample), and a :class:`GroupSummary` per changed group;
 * driver -> progress: a :class:`BatchReport`;
 * cluster -> groups: :class:`ClusterFacts`, what the group stage asks the cluster (KIP-848 topic
-  ids by name, the consumer protocol's session timeout).
+  ids by name, each KIP-848 group's session timeout and heartbeat interval: :class:`GroupTimeouts`).
 
 Label sets that become metric label values (:data:`CAUSES`, :data:`DEPARTURES`, the duration
 buckets) are part of the contract too. A partition is a :data:`TopicPartition` tuple
@@ -381,10 +381,20 @@ class GroupChange:
 # --------------------------------------------------------------------------- cluster -> groups
 
 
+class GroupTimeouts(NamedTuple):
+    """A KIP-848 group's consumer-protocol timeouts in force: its group config
+    (``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``), else the brokers'
+    (``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``)."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+
 class ClusterFacts(Protocol):
     """What the group stage needs from the cluster and its records cannot tell (since Kafka 4.1 no
-    record maps a KIP-848 topic id to its name). Implemented by
-    :class:`streaming.cluster.metadata.TopicNames`; answers come from a cache, so asking is cheap."""
+    record maps a KIP-848 topic id to its name; no record carries a KIP-848 group's session
+    timeout). Implemented by :class:`streaming.cluster.metadata.TopicNames`; answers come from a
+    cache, so asking is cheap."""
 
     def topic_names(self, topic_ids: Collection[str]) -> dict[str, str]:
         """Names of those of ``topic_ids`` the cluster knows (a deleted topic's id is left out)."""
@@ -394,8 +404,8 @@ class ClusterFacts(Protocol):
         """Topic id → name pairs the records carry (offset commits' ``topic_id``)."""
         ...
 
-    def consumer_session_timeout_ms(self) -> int | None:
-        """The brokers' ``group.consumer.session.timeout.ms`` (None: not known)."""
+    def consumer_group_timeouts(self, groups: Collection[str]) -> dict[str, GroupTimeouts]:
+        """Each group's timeouts in force (see :class:`GroupTimeouts`); a group left out: not known."""
         ...
 
 

@@ -1,5 +1,5 @@
-"""Cluster facts the job needs besides offsets: KIP-848 topic ids mapped back to names, and the
-consumer protocol's session timeout.
+"""Cluster facts the job needs besides offsets: KIP-848 topic ids mapped back to names, and each
+KIP-848 group's session timeout and heartbeat interval (its group config, else the brokers').
 
 KIP-848 assignments name topics by id. Up to Kafka 4.0 the group's partition-metadata record
 (type 4) carried the names; 4.1 stopped writing it, so the names come from elsewhere: offset
@@ -27,12 +27,21 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from decoders.reader import uuid_text
 from streaming.cluster.client import LazyClient
-from streaming.protocol import CONSUMER, RebalanceEvent, TopicPartition
+from streaming.protocol import CONSUMER, GroupTimeouts, RebalanceEvent, TopicPartition
 
 log = logging.getLogger(__name__)
 
 TOPIC_ID_TEXT = re.compile(r"^[A-Za-z0-9_-]{22}$")  # validates an id's text; never tells an id from a name
 SESSION_TIMEOUT_CONFIG = "group.consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL_CONFIG = "group.consumer.heartbeat.interval.ms"
+# A group's own (GroupConfig, Kafka 4.0+; kafka-configs --entity-type groups): DescribeConfigs on the
+# GROUP resource answers the value in force, the group's when set, else the brokers'.
+GROUP_SESSION_TIMEOUT_CONFIG = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_INTERVAL_CONFIG = "consumer.heartbeat.interval.ms"
+KAFKA_DEFAULT_TIMEOUTS = GroupTimeouts(45_000, 5_000)  # Kafka's defaults of the two broker settings
+GROUP_CONFIGS_PER_REQUEST = 500  # groups described in one DescribeConfigs request
+GROUP_TIMEOUTS_MAX_AGE_S = 300.0  # a group's timeouts are read again after this long
+GROUP_TIMEOUTS_REMEMBERED = 100_000  # groups whose timeouts are cached (oldest forgotten first)
 OFFSETS_TOPIC = "__consumer_offsets"
 REFRESH_SECONDS = 5.0  # an id not in the cache asks the cluster at most this often
 SESSION_TIMEOUT_MAX_AGE_S = 600.0  # the brokers' session timeout is read again after this long
@@ -74,19 +83,61 @@ class TopicMetadata:
         broker leading an offsets-topic partition: found through metadata the job may read anyway,
         no DescribeCluster); KIP-848 records do not carry it. None when the broker does not have
         the setting. Needs DescribeConfigs on the cluster; refused, the caller keeps Kafka's default."""
+        return _int_config(self._broker_configs([SESSION_TIMEOUT_CONFIG]), SESSION_TIMEOUT_CONFIG)
+
+    def consumer_group_timeouts(self, groups: Collection[str]) -> dict[str, GroupTimeouts]:
+        """Each group's consumer-protocol session timeout and heartbeat interval in force.
+
+        DescribeConfigs on the GROUP resources (type 32, Kafka 4.0+), a few hundred groups per request:
+        Kafka answers a group's value, or the brokers' where the group has none. A group the answer
+        leaves without them (DescribeConfigs on it refused: kafka-python reports the error as no
+        configs; a broker before 4.0 knows no GROUP resource) gets the brokers' settings, read from a
+        broker leading an offsets-topic partition; Kafka's defaults where that is refused too."""
+        wanted = sorted(set(groups))
+        found: dict[str, GroupTimeouts] = {}
+        admin = self._admin.get()
+        for start in range(0, len(wanted), GROUP_CONFIGS_PER_REQUEST):
+            chunk = wanted[start:start + GROUP_CONFIGS_PER_REQUEST]
+            answer = admin.describe_configs(
+                [ConfigResource(ConfigResourceType.GROUP, group, [GROUP_SESSION_TIMEOUT_CONFIG,
+                                                                 GROUP_HEARTBEAT_INTERVAL_CONFIG])
+                 for group in chunk], config_filter="all")
+            for group, configs in (answer.get("group") or {}).items():
+                session = _int_config(configs, GROUP_SESSION_TIMEOUT_CONFIG)
+                heartbeat = _int_config(configs, GROUP_HEARTBEAT_INTERVAL_CONFIG)
+                if session is not None and heartbeat is not None:
+                    found[group] = GroupTimeouts(session, heartbeat)
+        missing = [g for g in wanted if g not in found]
+        if missing:
+            brokers = self._broker_timeouts()
+            found.update(dict.fromkeys(missing, brokers))
+        return found
+
+    def _broker_timeouts(self) -> GroupTimeouts:
+        """The brokers' ``group.consumer.*`` settings (Kafka's defaults where not readable)."""
+        try:
+            configs = self._broker_configs([SESSION_TIMEOUT_CONFIG, HEARTBEAT_INTERVAL_CONFIG])
+        except Exception as exc:
+            log.warning("could not read the brokers' %s: %s", SESSION_TIMEOUT_CONFIG, exc)
+            configs = {}
+        session = _int_config(configs, SESSION_TIMEOUT_CONFIG)
+        heartbeat = _int_config(configs, HEARTBEAT_INTERVAL_CONFIG)
+        return GroupTimeouts(session if session is not None else KAFKA_DEFAULT_TIMEOUTS.session_timeout_ms,
+                             heartbeat if heartbeat is not None else KAFKA_DEFAULT_TIMEOUTS.heartbeat_interval_ms)
+
+    def _broker_configs(self, names: list[str]) -> dict[str, Any]:
+        """``names`` as a broker leading an offsets-topic partition has them ({} without a leader)."""
         admin = self._admin.get()
         [offsets_topic] = admin.describe_topics([OFFSETS_TOPIC])
         leaders = sorted({p["leader_id"] for p in offsets_topic.get("partitions") or () if p.get("leader_id", -1) >= 0})
         if not leaders:
-            return None
-        answer = admin.describe_configs(
-            [ConfigResource(ConfigResourceType.BROKER, str(leaders[0]), [SESSION_TIMEOUT_CONFIG])],
-            config_filter="all")
+            return {}
+        answer = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(leaders[0]), names)],
+                                        config_filter="all")
+        merged: dict[str, Any] = {}
         for configs in (answer.get("broker") or {}).values():
-            entry = configs.get(SESSION_TIMEOUT_CONFIG)
-            if entry is not None and entry.get("value") is not None:
-                return int(entry["value"])
-        return None
+            merged.update(configs)
+        return merged
 
     def _describe(self, topics: list[Any] | None) -> dict[str, str]:
         names = {}
@@ -109,6 +160,16 @@ class TopicMetadata:
 
     def stop(self) -> None:
         self._admin.close()
+
+
+def _int_config(configs: Mapping[str, Any], name: str) -> int | None:
+    entry = configs.get(name)
+    if entry is None or entry.get("value") is None:
+        return None
+    try:
+        return int(entry["value"])
+    except (TypeError, ValueError):
+        return None
 
 
 def _id_bytes(text: str) -> bytes:
@@ -136,14 +197,24 @@ class TopicNames:
     asked for and not named yet), never a string for its shape.
 
     ``session_timeout()`` reads the brokers' ``group.consumer.session.timeout.ms``, kept for
-    ``SESSION_TIMEOUT_MAX_AGE_S``. Thread-safe (the batch thread and the scrape's lag renders ask).
+    ``SESSION_TIMEOUT_MAX_AGE_S``. ``group_timeouts(groups)`` reads KIP-848 groups' timeouts in force
+    (:meth:`TopicMetadata.consumer_group_timeouts`), each kept for ``group_max_age_s``: only the groups
+    asked for and not cached (or cached longer) go in the one request; a failed request is tried again
+    after ``refresh_s``, meanwhile a group keeps what it had, else gets the brokers' session timeout.
+    Without it every group gets the brokers' session timeout and Kafka's default heartbeat interval.
+    Thread-safe (the batch thread and the scrape's lag renders ask).
     """
 
     def __init__(self, describe: Callable[[Collection[str]], dict[str, str]],
                  session_timeout: Callable[[], int | None] | None = None, refresh_s: float = REFRESH_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 group_timeouts: Callable[[Collection[str]], dict[str, GroupTimeouts]] | None = None,
+                 group_max_age_s: float = GROUP_TIMEOUTS_MAX_AGE_S) -> None:
         self._describe = describe
         self._session_timeout = session_timeout
+        self._group_timeouts = group_timeouts
+        self._group_max_age_s = group_max_age_s
+        self._groups: dict[str, tuple[GroupTimeouts, float]] = {}  # group -> (timeouts, read at)
         self._refresh_s = refresh_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -223,6 +294,42 @@ class TopicNames:
         with self._lock:
             self._session = (known, now)
         return known
+
+    def consumer_group_timeouts(self, groups: Collection[str]) -> dict[str, GroupTimeouts]:
+        """Each of ``groups``' consumer-protocol timeouts in force (see the class docstring)."""
+        if self._group_timeouts is None:
+            brokers = self._brokers_timeouts()
+            return dict.fromkeys(groups, brokers)
+        now = self._clock()
+        with self._lock:
+            due = sorted({g for g in groups
+                          if g not in self._groups or now - self._groups[g][1] >= self._group_max_age_s})
+        if due:
+            try:
+                found = self._group_timeouts(due)
+            except Exception as exc:
+                log.warning("could not read the timeouts of %d group(s): %s", len(due), exc)
+                with self._lock:
+                    kept = {g: self._groups[g][0] for g in due if g in self._groups}
+                brokers = self._brokers_timeouts()
+                found = {g: kept.get(g, brokers) for g in due}
+                read_at = now - self._group_max_age_s + self._refresh_s  # asked again after refresh_s
+            else:
+                read_at = now
+            with self._lock:
+                for group in due:
+                    if group in found:
+                        self._groups.pop(group, None)
+                        self._groups[group] = (found[group], read_at)
+                while len(self._groups) > GROUP_TIMEOUTS_REMEMBERED:
+                    del self._groups[next(iter(self._groups))]
+        with self._lock:
+            return {g: self._groups[g][0] for g in groups if g in self._groups}
+
+    def _brokers_timeouts(self) -> GroupTimeouts:
+        session = self.consumer_session_timeout_ms()
+        return GroupTimeouts(session or KAFKA_DEFAULT_TIMEOUTS.session_timeout_ms,
+                             KAFKA_DEFAULT_TIMEOUTS.heartbeat_interval_ms)
 
     def resolve(self, events: list[RebalanceEvent]) -> list[RebalanceEvent]:
         """Events whose moved partitions still name a topic by id (folded before its name was known),

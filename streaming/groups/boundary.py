@@ -56,12 +56,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from streaming.groups.model import (
+    DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
     BoundaryMember,
+    Departed,
     GroupSnapshot,
     referenced_topic_ids,
     subscribed_topics,
 )
-from streaming.protocol import DURATION_BUCKET_LABELS, REBALANCE_DURATION_BUCKETS, RebalanceEvent, TopicPartition
+from streaming.protocol import (
+    DURATION_BUCKET_LABELS,
+    REBALANCE_DURATION_BUCKETS,
+    GroupTimeouts,
+    RebalanceEvent,
+    TopicPartition,
+)
 
 # Member churn: joins and leaves kept for this long (the storm alert looks at 10 minutes;
 # an hour shows who kept coming and going) and at most this many per group.
@@ -96,18 +105,26 @@ def _client_label(member: BoundaryMember) -> str:
 # --------------------------------------------------------------------------- departures
 
 
+KAFKA_DEFAULT_TIMEOUTS = GroupTimeouts(DEFAULT_CONSUMER_SESSION_TIMEOUT_MS, DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS)
+# What a fenced KIP-848 member's gap may fall short of session timeout - heartbeat interval by:
+# the latency of its last heartbeat's response and of a commit in flight when it died.
+FENCE_SLACK_MS = 1_000
+
+
 def classify_departure(
     member: BoundaryMember, last_commit_ms: int | None, departed_ms: int
 ) -> str:
-    """How a member left, inferred from its last offset commit (one of :data:`DEPARTURES`).
+    """How a classic member left, inferred from its last offset commit (one of :data:`DEPARTURES`).
 
-    ``gap`` = ``departed_ms`` (when the coordinator removed it: KIP-848 = its
-    tombstones; classic = the end of the join phase that followed, the earliest time the
-    records give) − ``last_commit_ms`` (the latest commit on a partition it owned).
-    A member that stops polling commits nothing for max.poll.interval.ms before it is
-    removed (gap ≥ rebalance timeout → ``poll_timeout``); a crashed or partitioned one
-    is removed a session timeout after its last heartbeat, and it committed shortly
-    before (session timeout ≤ gap → ``session_timeout``); a member that closes commits
+    ``gap`` = ``departed_ms`` (when the coordinator removed it: classic = the end of the
+    join phase that followed, the earliest time the records give; a classic-protocol member
+    of a KIP-848 group = its tombstones) − ``last_commit_ms`` (the latest commit on a
+    partition it owned). A member that stops polling commits nothing for
+    max.poll.interval.ms before it is removed (gap ≥ rebalance timeout → ``poll_timeout``);
+    a crashed or partitioned one is removed a session timeout after the later of its last
+    heartbeat and its last commit (a classic group's commit renews the session: Kafka's
+    OffsetMetadataManager reschedules the member's heartbeat), so session timeout ≤ gap →
+    ``session_timeout``; a member that closes commits
     and leaves at once (gap < session timeout → ``left_cleanly``). ``unknown`` without
     a commit time (it owned nothing, or commits are not known). This is an inference:
     a manual-commit application committing rarely, or a classic join phase held open by
@@ -121,6 +138,66 @@ def classify_departure(
     if member.session_timeout_ms is not None and gap >= member.session_timeout_ms:
         return "session_timeout"
     return "left_cleanly"
+
+
+def fence_threshold_ms(timeouts: GroupTimeouts) -> int:
+    """The least time a session-timeout fence leaves between a KIP-848 member's last visible activity
+    and its tombstones: session timeout - heartbeat interval - slack (see
+    :func:`classify_consumer_departure`); the slack never takes more than half the difference."""
+    session, heartbeat = timeouts
+    return session - heartbeat - min(FENCE_SLACK_MS, max(0, session - heartbeat) // 2)
+
+
+def classify_consumer_departure(
+    member: BoundaryMember, last_commit_ms: int | None, departed: Departed, timeouts: GroupTimeouts
+) -> str:
+    """How a KIP-848 member speaking the consumer protocol left (one of :data:`DEPARTURES`).
+
+    Its session is renewed by heartbeats only (an offset commit renews a classic member's session,
+    not a KIP-848 one's), and a heartbeat that changes nothing writes nothing. What the records show
+    of its last activity: its last commit ``c`` on a partition it owned, and ``r``, the last
+    subscription or current-assignment record Kafka wrote for it (only ever while handling its
+    own heartbeat). ``T`` is its removal (the subscription tombstone).
+
+    * Fenced (crash, partition): Kafka fences it a session timeout ``S`` after the last heartbeat it
+      handled, ``h``. The member heartbeats every interval ``H`` (the next one is sent ``H`` after
+      the previous was sent), so it died before ``h + H + d`` (``d``: the response's latency), and
+      its last commit was written by then (plus a commit in flight). So ``T - c >= S - H - d`` and
+      ``T - r >= T - h = S``: ``T - max(c, r) >= S - H - slack``.
+    * Left (``close()``: it commits, then heartbeats epoch -1, and Kafka writes the tombstones while
+      handling that heartbeat): ``T - c`` is the time its close took between the two, milliseconds
+      unless a revocation callback is slow.
+
+    So: ``session_timeout`` when ``T - max(c, r) >= S - H - slack`` (:func:`fence_threshold_ms`), else
+    ``left_cleanly``; ``poll_timeout`` first, as for classic members, when nothing was committed
+    for the rebalance timeout (max.poll.interval.ms). A static member whose last current assignment
+    carried epoch -2 closed (Kafka keeps it for its session timeout, then removes it): ``left_cleanly``.
+    Without a commit the gap from ``r`` alone tells a leave (below the threshold) but not a fence
+    from a quiet member's leave: ``unknown``; so is a member without either.
+    """
+    if departed.static_leave:
+        return "left_cleanly"
+    at = departed.time_ms
+    if last_commit_ms is not None and member.rebalance_timeout_ms is not None \
+            and at - last_commit_ms >= member.rebalance_timeout_ms:
+        return "poll_timeout"
+    seen = [t for t in (last_commit_ms, departed.active_ms) if t is not None]
+    if not seen:
+        return "unknown"
+    if at - max(seen) < fence_threshold_ms(timeouts):
+        return "left_cleanly"
+    return "session_timeout" if last_commit_ms is not None else "unknown"
+
+
+def _departure(
+    snapshot: GroupSnapshot, owner: str, member: BoundaryMember, at: When, commits: Mapping[TopicPartition, int] | None
+) -> str:
+    """How the boundary's ``member`` (owner ``owner``) left: by its protocol's rule."""
+    last_commit = _last_commit(snapshot, owner, commits)
+    departed = at.departed.get(owner)
+    if member.consumer_protocol and at.timeouts is not None:
+        return classify_consumer_departure(member, last_commit, departed or Departed(at.time), at.timeouts)
+    return classify_departure(member, last_commit, departed.time_ms if departed is not None else at.time)
 
 
 def _last_commit(
@@ -211,14 +288,14 @@ def move_boundary(
 
 @dataclass(frozen=True)
 class When:
-    """Times of a boundary: the event time, when leavers were removed, the measured duration."""
+    """Times of a boundary: the event time, the members removed since the last one (KIP-848: by
+    owner, when and how), the measured duration, and a KIP-848 group's timeouts in force (None:
+    a classic group)."""
 
     time: int
-    departed: Mapping[str, int]
+    departed: Mapping[str, Departed]
     duration: int | None
-
-    def departed_at(self, owner: str) -> int:
-        return self.departed.get(owner, self.time)
+    timeouts: GroupTimeouts | None = None
 
 
 @dataclass(frozen=True)
@@ -259,7 +336,7 @@ def empty_transition(snapshot: GroupSnapshot, at: When, commits: Mapping[TopicPa
         return
     snapshot.empty_transitions_total += 1
     for owner, member in snapshot.epoch_members.items():
-        how = classify_departure(member, _last_commit(snapshot, owner, commits), at.departed_at(owner))
+        how = _departure(snapshot, owner, member, at, commits)
         snapshot.departures[how] = snapshot.departures.get(how, 0) + 1
     _record_churn(snapshot, at.time, snapshot.epoch_members.values())
 
@@ -277,12 +354,11 @@ def _rebalance(
     )
     revoked = sum(1 for tp, owner in old_owners.items() if owners.get(tp) != owner)
     assigned = sum(1 for tp, owner in owners.items() if old_owners.get(tp) != owner)
-    joined = sorted(set(members) - set(old_members))
-    left = sorted(set(old_members) - set(members))
-    departures = tuple(
-        classify_departure(old_members[o], _last_commit(snapshot, o, commits), at.departed_at(o)) for o in left
-    )
-    causes = _causes(snapshot, new)
+    back = rejoined(old_members, members, at.departed)
+    joined = sorted(set(members) - set(old_members) | back)
+    left = sorted(set(old_members) - set(members) | back)
+    departures = tuple(_departure(snapshot, o, old_members[o], at, commits) for o in left)
+    causes = _causes(snapshot, new, back)
     event = RebalanceEvent(
         group=snapshot.group,
         group_type=snapshot.group_type,
@@ -330,11 +406,27 @@ def _observe_duration(snapshot: GroupSnapshot, duration_ms: int) -> None:
     snapshot.rebalance_duration_sum_ms += duration_ms
 
 
-def _causes(snapshot: GroupSnapshot, new: CompletedAssignment) -> tuple[str, ...]:
+def rejoined(
+    old: Mapping[str, BoundaryMember], new: Mapping[str, BoundaryMember], departed: Mapping[str, Departed]
+) -> set[str]:
+    """Owners in both boundaries that were removed in between and came back under the same member id.
+
+    Since KIP-1082 a KIP-848 client keeps its member id: fenced (FENCED_MEMBER_EPOCH), it rejoins
+    with epoch 0 under that id. When it does so before another member's heartbeat recomputes the
+    target, Kafka writes its tombstones and group-epoch bump, then its new subscription, a second
+    bump and one target: the two boundaries list the same owner, yet it left and joined. (A static
+    member replaced in place comes back under a new member id: not this.)
+    """
+    return {o for o, gone in departed.items()
+            if o in old and o in new and gone.member_id and gone.member_id == new[o].member_id}
+
+
+def _causes(snapshot: GroupSnapshot, new: CompletedAssignment, back: set[str]) -> tuple[str, ...]:
     """Why the group rebalanced, read from the difference with the previous boundary.
 
     - ``members_joined`` / ``members_left``: an owner (instance id, else member id) is
-      in only one of the two boundaries.
+      in only one of the two boundaries, or left and came back under the same member id
+      in between (:func:`rejoined`).
     - ``static_member_replaced``: a static member (same instance id in both) holds a
       different member id: it restarted and took its place back within this rebalance.
     - ``subscription_changed``: a member present in both subscribes to other topics.
@@ -356,8 +448,8 @@ def _causes(snapshot: GroupSnapshot, new: CompletedAssignment) -> tuple[str, ...
     held_topics = {topic for topic, _ in snapshot.last_owner}
     converted = snapshot.epoch_type is not None and snapshot.epoch_type != snapshot.group_type
     checks = {
-        "members_joined": bool(set(members) - set(old)),
-        "members_left": bool(set(old) - set(members)),
+        "members_joined": bool(set(members) - set(old) or back),
+        "members_left": bool(set(old) - set(members) or back),
         "static_member_replaced": any(
             members[o].instance_id and members[o].member_id != old[o].member_id for o in both
         ),

@@ -54,7 +54,7 @@ def apply_classic(
     ts = new.state_timestamp_ms
     when = ts if ts is not None else record_time_ms
     duration = record_time_ms - ts if ts is not None and record_time_ms >= ts else None
-    at = When(when, {}, duration)
+    at = When(when, {}, duration)  # removed at the end of the join phase: the boundary's time
     completed = CompletedAssignment(new.generation, owners, members, new.protocol, classic_leader(new))
     return boundary(snapshot, completed, at, commits)
 

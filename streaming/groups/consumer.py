@@ -13,6 +13,7 @@ from sys import intern
 
 from decoders.records import Record, RecordType
 from streaming.groups.boundary import (
+    KAFKA_DEFAULT_TIMEOUTS,
     CompletedAssignment,
     When,
     advance_generation,
@@ -22,11 +23,11 @@ from streaming.groups.boundary import (
     move_boundary,
 )
 from streaming.groups.model import (
-    DEFAULT_CONSUMER_SESSION_TIMEOUT_MS,
     BoundaryMember,
     ConsumerMember,
     ConsumerState,
     CurrentAssignment,
+    Departed,
     GroupSnapshot,
     MemberMetadata,
     assignment_of,
@@ -34,20 +35,23 @@ from streaming.groups.model import (
     learn_topic,
     owners_of,
 )
-from streaming.protocol import CONSUMER, RebalanceEvent, TopicPartition
+from streaming.protocol import CONSUMER, GroupTimeouts, RebalanceEvent, TopicPartition
 
 _MEMBER_RECORDS = (RecordType.CONSUMER_GROUP_MEMBER_METADATA, RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
                    RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+# ConsumerGroupHeartbeatRequest.LEAVE_GROUP_STATIC_MEMBER_EPOCH: a static member closed (it may come back).
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
 def apply_consumer(
     snapshot: GroupSnapshot, record: Record, record_time_ms: int, commits: Mapping[TopicPartition, int] | None,
-    session_timeout_ms: int | None = None,
+    timeouts: GroupTimeouts | None = None,
 ) -> list[RebalanceEvent]:
-    """Fold one KIP-848 record; ``session_timeout_ms`` is the brokers' consumer-protocol session
-    timeout (the records do not carry it; None: Kafka's default)."""
+    """Fold one KIP-848 record; ``timeouts`` are the group's consumer-protocol timeouts in force (the
+    records do not carry them; None: the ones last given, else Kafka's defaults)."""
     record_type, key, value = record.record_type, record.key, record.value
-    default_session = session_timeout_ms or DEFAULT_CONSUMER_SESSION_TIMEOUT_MS
+    if timeouts is not None and snapshot.consumer is not None:
+        snapshot.consumer.session_timeout_ms, snapshot.consumer.heartbeat_interval_ms = timeouts
     if value is None:
         _consumer_tombstone(snapshot, record, record_time_ms)
         return []
@@ -55,16 +59,21 @@ def apply_consumer(
         metadata_arrives(snapshot, CONSUMER, record_time_ms)
         snapshot.classic = None
         snapshot.consumer = ConsumerState()
+        if timeouts is not None:
+            snapshot.consumer.session_timeout_ms, snapshot.consumer.heartbeat_interval_ms = timeouts
     state = snapshot.consumer
+    in_force = timeouts_in_force(state)
     if record_type == RecordType.CONSUMER_GROUP_METADATA:
-        _group_epoch(snapshot, state, int(value.get("epoch") or 0), record_time_ms, commits)
+        _group_epoch(snapshot, state, int(value.get("epoch") or 0), record_time_ms, commits, in_force)
     elif record_type == RecordType.CONSUMER_GROUP_PARTITION_METADATA:
         for topic in value.get("topics") or ():
             learn_topic(snapshot, topic.get("topicId"), topic.get("topicName"))
     elif record_type == RecordType.CONSUMER_GROUP_MEMBER_METADATA:
         classic = value.get("classicMemberMetadata")
         session = classic.get("sessionTimeoutMs") if classic else None
-        state.member(key["memberId"]).metadata = MemberMetadata(
+        member = state.member(key["memberId"])
+        member.active_ms = max(member.active_ms or record_time_ms, record_time_ms)
+        member.metadata = MemberMetadata(
             instance_id=value.get("instanceId"),
             rack_id=value.get("rackId"),
             client_id=intern(value.get("clientId") or ""),
@@ -77,13 +86,16 @@ def apply_consumer(
             classic_session_timeout_ms=session or None,
         )
     elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-        return _target_epoch(snapshot, state, value.get("assignmentEpoch"), record_time_ms, commits, default_session)
+        return _target_epoch(snapshot, state, value.get("assignmentEpoch"), record_time_ms, commits, in_force)
     elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
         member = state.member(key["memberId"])
         member.target = assignment_of(value.get("topicPartitions"), "topicId")
-        _fold_settled_target(snapshot, state, member, default_session)
+        _fold_settled_target(snapshot, state, member, in_force)
     elif record_type == RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-        state.member(key["memberId"]).current = CurrentAssignment(
+        member = state.member(key["memberId"])
+        member.active_ms = max(member.active_ms or record_time_ms, record_time_ms)
+        member.static_leave = value.get("memberEpoch") == LEAVE_GROUP_STATIC_MEMBER_EPOCH
+        member.current = CurrentAssignment(
             member_epoch=value.get("memberEpoch"),
             previous_member_epoch=value.get("previousMemberEpoch"),
             state=value.get("state"),
@@ -100,6 +112,7 @@ def _group_epoch(
     epoch: int,
     record_time_ms: int,
     commits: Mapping[TopicPartition, int] | None,
+    timeouts: GroupTimeouts,
 ) -> None:
     """A type 3 value: count the step, note when an assignment became pending, see Empty.
 
@@ -117,12 +130,12 @@ def _group_epoch(
     if state.assignment_epoch is not None and epoch > state.assignment_epoch and state.epoch_bumped_ms is None:
         state.epoch_bumped_ms = record_time_ms
     if snapshot.baseline_taken and snapshot.epoch_members and not state.members:
-        empty_transition(snapshot, When(record_time_ms, {**state.departed_ms}, None), commits)
+        empty_transition(snapshot, When(record_time_ms, {**state.departed}, None, timeouts), commits)
         snapshot.epoch_protocol = snapshot.epoch_leader = None
         snapshot.epoch_type = CONSUMER
         move_boundary(snapshot, snapshot.epoch_generation or 0, {}, {})
         state.epoch_bumped_ms = None
-        state.departed_ms = {}
+        state.departed = {}
 
 
 def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> None:
@@ -140,7 +153,8 @@ def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms:
         if member is None:
             return
         if record_type == RecordType.CONSUMER_GROUP_MEMBER_METADATA:
-            state.departed_ms[member.owner] = record_time_ms
+            state.departed[member.owner] = Departed(record_time_ms, member.member_id, member.active_ms,
+                                                    member.static_leave)
             member.metadata = None
         elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
             member.target = None
@@ -152,7 +166,7 @@ def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms:
 
 
 def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: ConsumerMember,
-                         session_timeout_ms: int) -> None:
+                         timeouts: GroupTimeouts) -> None:
     """Fold a type 7 written outside an assignment into the current boundary.
 
     Inside an assignment (group epoch ahead of the target epoch) type 7 records are the
@@ -167,25 +181,32 @@ def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: 
     owners = owners_of([(member.owner, member.target)])
     snapshot.epoch_owners.update(owners)
     snapshot.last_owner.update(owners)
-    snapshot.epoch_members.setdefault(member.owner, _consumer_boundary_member(member, session_timeout_ms))
+    snapshot.epoch_members.setdefault(member.owner, _consumer_boundary_member(member, timeouts))
 
 
-def _consumer_boundary_member(member: ConsumerMember, session_timeout_ms: int) -> BoundaryMember:
+def timeouts_in_force(state: ConsumerState) -> GroupTimeouts:
+    """The group's timeouts as last given, Kafka's defaults where never given."""
+    return GroupTimeouts(state.session_timeout_ms or KAFKA_DEFAULT_TIMEOUTS.session_timeout_ms,
+                         state.heartbeat_interval_ms or KAFKA_DEFAULT_TIMEOUTS.heartbeat_interval_ms)
+
+
+def _consumer_boundary_member(member: ConsumerMember, timeouts: GroupTimeouts) -> BoundaryMember:
     meta = member.metadata
     if meta is None:
         return BoundaryMember(member.member_id)
     subscription = [*meta.subscribed_topic_names]
     if meta.subscribed_topic_regex:
         subscription.append(f"regex:{meta.subscribed_topic_regex}")
+    classic = meta.classic_session_timeout_ms
     return BoundaryMember(
         member.member_id, meta.instance_id, meta.client_id, meta.client_host,
-        meta.classic_session_timeout_ms or session_timeout_ms,
-        meta.rebalance_timeout_ms, subscription,
+        classic or timeouts.session_timeout_ms, meta.rebalance_timeout_ms, subscription,
+        consumer_protocol=classic is None,
     )
 
 
-def _consumer_boundary_members(state: ConsumerState, session_timeout_ms: int) -> dict[str, BoundaryMember]:
-    return {m.owner: _consumer_boundary_member(m, session_timeout_ms) for m in state.members.values()}
+def _consumer_boundary_members(state: ConsumerState, timeouts: GroupTimeouts) -> dict[str, BoundaryMember]:
+    return {m.owner: _consumer_boundary_member(m, timeouts) for m in state.members.values()}
 
 
 def _target_epoch(
@@ -194,19 +215,19 @@ def _target_epoch(
     epoch: int | None,
     record_time_ms: int,
     commits: Mapping[TopicPartition, int] | None,
-    session_timeout_ms: int,
+    timeouts: GroupTimeouts,
 ) -> list[RebalanceEvent]:
     state.assignment_epoch = epoch
     if epoch is None:
         return []
     owners = owners_of((m.owner, m.target) for m in state.members.values())
-    members = _consumer_boundary_members(state, session_timeout_ms)
+    members = _consumer_boundary_members(state, timeouts)
     bumped = state.epoch_bumped_ms
     duration = record_time_ms - bumped if bumped is not None and record_time_ms >= bumped else None
-    at = When(record_time_ms, {**state.departed_ms}, duration)
+    at = When(record_time_ms, {**state.departed}, duration, timeouts)
     if state.group_epoch is None or epoch >= state.group_epoch:
         state.epoch_bumped_ms = None
-    state.departed_ms = {}
+    state.departed = {}
     return boundary(snapshot, CompletedAssignment(epoch, owners, members, preferred_assignor(state), None), at, commits)
 
 

@@ -16,7 +16,7 @@ from streaming.groups.classic import apply_classic
 from streaming.groups.consumer import apply_consumer
 from streaming.groups.model import GroupSnapshot, learn_topic, member_keys, referenced_topic_ids
 from streaming.groups.share_streams import apply_share_streams
-from streaming.protocol import RebalanceEvent, TopicPartition
+from streaming.protocol import GroupTimeouts, RebalanceEvent, TopicPartition
 
 
 def apply_record(
@@ -24,7 +24,7 @@ def apply_record(
     record: Record,
     record_time_ms: int,
     last_commit_ms: Mapping[TopicPartition, int] | None = None,
-    consumer_session_timeout_ms: int | None = None,
+    consumer_timeouts: GroupTimeouts | None = None,
 ) -> tuple[GroupSnapshot | None, list[RebalanceEvent]]:
     """Fold one group record (type 2, KIP-848 types 3–8 and 16, share 9–15, streams 17–23) into ``snapshot``.
 
@@ -41,8 +41,9 @@ def apply_record(
     on it, as of this record (commits before it in the log); it only feeds
     :func:`~streaming.groups.boundary.classify_departure`. Without it every departure is ``unknown``.
     A KIP-848 group matches those names to its topic ids through its learnt names (see
-    :func:`learn_topic_names`). ``consumer_session_timeout_ms`` is the brokers'
-    ``group.consumer.session.timeout.ms`` (KIP-848 records do not carry it; None: Kafka's default).
+    :func:`learn_topic_names`). ``consumer_timeouts`` are a KIP-848 group's session timeout and
+    heartbeat interval in force (KIP-848 records do not carry them; None: the ones last given, else
+    Kafka's defaults); they tell a fenced member from one that left.
     """
     record_type = record.record_type
     if record_type in OFFSET_COMMIT_TYPES:
@@ -58,7 +59,7 @@ def apply_record(
     if record_type == RecordType.GROUP_METADATA:
         events = apply_classic(snapshot, record.value, record_time_ms, last_commit_ms)
     elif record_type in CONSUMER_GROUP_TYPES:
-        events = apply_consumer(snapshot, record, record_time_ms, last_commit_ms, consumer_session_timeout_ms)
+        events = apply_consumer(snapshot, record, record_time_ms, last_commit_ms, consumer_timeouts)
     else:
         apply_share_streams(snapshot, record, record_time_ms)
         events = []

@@ -28,12 +28,16 @@ MEMBER_STATE_STABLE = 0
 
 # Bump when the JSON layout changes; from_json refuses layouts it does not know.
 # Format 3 (before rebalance durations) is still read: its groups start with an empty histogram.
-SNAPSHOT_FORMAT = 4
-_READABLE_FORMATS = (3, SNAPSHOT_FORMAT)
+# Format 4 (before KIP-848 departures kept the member id and its last activity, and the group's
+# timeouts in force) is still read: its pending departures have neither.
+SNAPSHOT_FORMAT = 5
+_READABLE_FORMATS = (3, 4, SNAPSHOT_FORMAT)
 
-# Kafka's default group.consumer.session.timeout.ms: KIP-848 records carry no session
-# timeout for members speaking the consumer protocol (the broker config decides it).
+# Kafka's defaults for group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms:
+# KIP-848 records carry no session timeout for members speaking the consumer protocol (the
+# group's config, else the brokers', decides it).
 DEFAULT_CONSUMER_SESSION_TIMEOUT_MS = 45_000
+DEFAULT_CONSUMER_HEARTBEAT_INTERVAL_MS = 5_000
 
 Assignment = dict[str, list[int]]
 
@@ -107,12 +111,20 @@ class CurrentAssignment:
 
 @dataclass
 class ConsumerMember:
-    """A KIP-848 member: its three records arrive (and are tombstoned) independently."""
+    """A KIP-848 member: its three records arrive (and are tombstoned) independently.
+
+    ``active_ms`` is the time of the latest subscription (5) or current-assignment (8) record
+    written for it: Kafka writes those only while handling the member's own heartbeat, so its
+    last heartbeat came no earlier. ``static_leave``: its latest current assignment carried
+    epoch -2 (a static member that closed; Kafka keeps it until its session times out).
+    """
 
     member_id: str
     metadata: MemberMetadata | None = None
     target: Assignment | None = None
     current: CurrentAssignment | None = None
+    active_ms: int | None = None
+    static_leave: bool = False
 
     @property
     def owner(self) -> str:
@@ -126,19 +138,34 @@ class ConsumerMember:
 
 
 @dataclass
+class Departed:
+    """A KIP-848 member removed since the last boundary: when (its subscription tombstone), under
+    which member id, its last activity the records show and whether it had left as a static member."""
+
+    time_ms: int
+    member_id: str = ""
+    active_ms: int | None = None
+    static_leave: bool = False
+
+
+@dataclass
 class ConsumerState:
     """A KIP-848 group: group epoch (type 3), target epoch (type 6) and its members.
 
     ``epoch_bumped_ms`` is when the group epoch first moved ahead of the target epoch
-    (the start of the pending assignment); ``departed_ms`` when each member that left
-    since the last boundary was removed (its subscription tombstone), by owner.
+    (the start of the pending assignment); ``departed`` each member that left since the
+    last boundary, by owner. ``session_timeout_ms`` / ``heartbeat_interval_ms`` are the
+    group's consumer-protocol timeouts in force when its records were last folded (its
+    group config, else the brokers'; None: not known, Kafka's defaults apply).
     """
 
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     epoch_bumped_ms: int | None = None
-    departed_ms: dict[str, int] = field(default_factory=dict)
+    departed: dict[str, Departed] = field(default_factory=dict)
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
 
     def member(self, member_id: str) -> ConsumerMember:
         return self.members.setdefault(member_id, ConsumerMember(member_id))
@@ -149,10 +176,12 @@ class BoundaryMember(MemberIdentity):
     """What a boundary remembers of each member: enough to explain its departure later.
 
     ``subscription`` is the sorted subscribed topic names (a KIP-848 regex as
-    ``"regex:<pattern>"``).
+    ``"regex:<pattern>"``). ``consumer_protocol``: a KIP-848 member speaking the consumer
+    protocol, whose session only heartbeats renew (not offset commits, as in classic groups).
     """
 
     subscription: list[str] = field(default_factory=list)
+    consumer_protocol: bool = False
 
 
 @dataclass
@@ -303,9 +332,16 @@ def _consumer_from_dict(d: Mapping[str, Any]) -> ConsumerState:
             metadata=MemberMetadata(**m["metadata"]) if m["metadata"] is not None else None,
             target=m["target"],
             current=CurrentAssignment(**m["current"]) if m["current"] is not None else None,
+            active_ms=m.get("active_ms"),
+            static_leave=bool(m.get("static_leave")),
         )
+    if "departed" in d:
+        departed = {owner: Departed(**entry) for owner, entry in d["departed"].items()}
+    else:  # format 4: removal times only
+        departed = {owner: Departed(int(t)) for owner, t in d["departed_ms"].items()}
     return ConsumerState(
-        d["group_epoch"], d["assignment_epoch"], members, d["epoch_bumped_ms"], dict(d["departed_ms"])
+        d["group_epoch"], d["assignment_epoch"], members, d["epoch_bumped_ms"], departed,
+        d.get("session_timeout_ms"), d.get("heartbeat_interval_ms"),
     )
 
 

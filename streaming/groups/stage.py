@@ -14,6 +14,15 @@ stage asks its :class:`~streaming.protocol.ClusterFacts` (cached cluster metadat
 before a record that may need them (a completed assignment, whose departures are matched with
 commits by topic name) and before handing a group's assignments over. An id without a name (a
 deleted topic) is left out of the assignments: it is never shown or polled as if it were a topic.
+No record carries a KIP-848 group's session timeout and heartbeat interval either: the stage asks
+for those of the batch's KIP-848 groups once per batch.
+
+What the cluster answered is part of a batch's input: the stage keeps it (:class:`FactsUsed`: the
+names and timeouts a batch's folds were given, and the names learnt while handing groups over
+since the batch before) for the state store to write beside the batch, and a replay is given the
+same answers (:meth:`GroupStage.apply` with ``recorded``), whatever the cluster says by then. Within
+a batch the first answer for a topic id holds for the whole batch, so the answers recorded are all
+a replay needs.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from streaming.protocol import (
     DeadLetter,
     GroupChange,
     GroupSummary,
+    GroupTimeouts,
     TopicPartition,
 )
 
@@ -59,6 +69,17 @@ class GroupOffsets:
     offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
     commits_total: int = 0
     last_commit_ms: int = 0
+
+
+@dataclass
+class FactsUsed:
+    """What the cluster told the stage for one batch (see the module docstring): ``learnt`` names taught
+    to groups' snapshots before the batch (handing them over), ``names`` the topic names its folds were
+    given, ``timeouts`` the KIP-848 groups' timeouts in force."""
+
+    learnt: dict[str, dict[str, str]] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    timeouts: dict[str, GroupTimeouts] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,15 +111,29 @@ class GroupStage:
         # Groups a change with a summary was handed over for since this stage was built, and whether that
         # summary showed member churn: the others' first change is whole, whatever moved.
         self._whole: dict[str, bool] = {}
+        # What the cluster told the last batch (FactsUsed), and names taught since (the next batch's learnt).
+        self._used = FactsUsed()
+        self._learnt: dict[str, dict[str, str]] = {}
+        # The batch being folded: its answers so far (None: asked, no name) and whether they are a replay's.
+        self._names: dict[str, str | None] = {}
+        self._timeouts: dict[str, GroupTimeouts] = {}
+        self._replaying = False
 
     @property
     def groups(self) -> set[str]:
         return self.snapshots.keys() | self.offsets.keys()
 
-    def apply(self, batch: BatchInput) -> BatchResult:
+    def apply(self, batch: BatchInput, recorded: FactsUsed | None = None) -> BatchResult:
+        """Fold one batch; ``recorded``: what the cluster told it when it ran (a replay), else the
+        cluster is asked (see the module docstring)."""
         result = BatchResult()
         commits, records = self._within_group_limit(batch.commits, batch.group_records)
-        self.apply_batch(commits, records, result)
+        self._begin(records, recorded)
+        try:
+            self.apply_batch(commits, records, result)
+        finally:
+            self._replaying = False
+            self._names, self._timeouts = {}, {}
         result.dead_letters.extend(_dead_letters(batch.dead_letters))
         # The decode stage counted folded records by their key alone; one whose value turns out
         # undecodable here is an error, not a record read.
@@ -130,6 +165,56 @@ class GroupStage:
         dropped = pa.array(turned_away, pa.string())
         return (commits.filter(pc.invert(pc.is_in(commits.column("group"), value_set=dropped))),
                 records.filter(pc.invert(pc.is_in(records.column("group"), value_set=dropped))))
+
+    def _begin(self, records: pa.Table, recorded: FactsUsed | None) -> None:
+        """Start a batch's facts: a replay's recorded ones, else the timeouts of its KIP-848 groups, asked
+        at once (a first load asks for thousands of groups in a few requests)."""
+        if recorded is not None:
+            self._replaying = True
+            for group, names in recorded.learnt.items():
+                snapshot = self.snapshots.get(group)
+                if snapshot is not None:
+                    learn_topic_names(snapshot, names)
+            self._names = dict(recorded.names)
+            self._timeouts = dict(recorded.timeouts)
+            self._used = FactsUsed(recorded.learnt, dict(recorded.names), dict(recorded.timeouts))
+            if self.facts is not None:  # the cache serves the batches after the replay
+                self.facts.learn({**recorded.names, **{t: n for names in recorded.learnt.values()
+                                                       for t, n in names.items()}})
+            return
+        self._used, self._learnt = FactsUsed(learnt=self._learnt), {}
+        if self.facts is None or records.num_rows == 0 or "record_type" not in records.column_names:
+            return
+        kip848 = records.filter(pc.is_in(records.column("record_type"),
+                                         value_set=pa.array(sorted(CONSUMER_GROUP_TYPES), pa.int16())))
+        groups = pc.unique(kip848.column("group")).to_pylist()
+        if groups:
+            self._timeouts = self.facts.consumer_group_timeouts(groups)
+            self._used.timeouts.update(self._timeouts)
+
+    def _group_timeouts(self, group: str) -> GroupTimeouts | None:
+        """The group's timeouts for this batch (asked for now when the batch's rows did not say its type)."""
+        found = self._timeouts.get(group)
+        if found is None and not self._replaying and self.facts is not None:
+            found = self.facts.consumer_group_timeouts([group]).get(group)
+            if found is not None:
+                self._timeouts[group] = self._used.timeouts[group] = found
+        return found
+
+    def _batch_names(self, topic_ids: set[str]) -> dict[str, str]:
+        """Names of ``topic_ids`` for this batch's folds: the first answer for an id holds for the batch."""
+        unknown = topic_ids - self._names.keys()
+        if unknown and not self._replaying and self.facts is not None:
+            found = self.facts.topic_names(unknown)
+            for topic_id in unknown:
+                self._names[topic_id] = found.get(topic_id)
+            self._used.names.update(found)
+        return {t: name for t in topic_ids if (name := self._names.get(t)) is not None}
+
+    def take_facts_used(self) -> FactsUsed:
+        """What the cluster told the last batch, for the state store to write beside it (once)."""
+        used, self._used = self._used, FactsUsed()
+        return used
 
     def take_limit_hits(self) -> Counter[str]:
         """Limit hits since the last call, by limit (for ``rebalance_monitor_limit_hits_total``)."""
@@ -247,12 +332,14 @@ class GroupStage:
             return
         offsets = self.offsets.get(group)
         commit_times = offsets.offsets.commit_times() if offsets is not None else None
-        snapshot, session = self.snapshots.get(group), None
-        if self.facts is not None and record.record_type in CONSUMER_GROUP_TYPES:
-            session = self.facts.consumer_session_timeout_ms()
-            if snapshot is not None and record.record_type in _NAMES_NEEDED:
-                self._name_topics(snapshot)
-        snapshot, events = apply_record(snapshot, record, int(record_ms or 0), commit_times, session)
+        snapshot, timeouts = self.snapshots.get(group), None
+        if record.record_type in CONSUMER_GROUP_TYPES:
+            timeouts = self._group_timeouts(group)
+            if snapshot is not None and snapshot.consumer is not None and record.record_type in _NAMES_NEEDED:
+                missing = referenced_topic_ids(snapshot) - snapshot.topic_names.keys()
+                if missing:
+                    learn_topic_names(snapshot, self._batch_names(missing))
+        snapshot, events = apply_record(snapshot, record, int(record_ms or 0), commit_times, timeouts)
         if snapshot is None:
             self.snapshots.pop(group, None)
         else:
@@ -300,12 +387,16 @@ class GroupStage:
         return snapshot if snapshot is not None else GroupSnapshot(group=group)
 
     def _name_topics(self, snapshot: GroupSnapshot) -> None:
-        """Learn the names of the KIP-848 topic ids the group references and has no name for."""
+        """Learn the names of the KIP-848 topic ids the group references and has no name for, between
+        batches (kept for the next batch's :class:`FactsUsed`: a replay teaches them at the same point)."""
         if self.facts is None or snapshot.consumer is None:
             return
         missing = referenced_topic_ids(snapshot) - snapshot.topic_names.keys()
         if missing:
-            learn_topic_names(snapshot, self.facts.topic_names(missing))
+            names = self.facts.topic_names(missing)
+            learn_topic_names(snapshot, names)
+            if names:
+                self._learnt.setdefault(snapshot.group, {}).update(names)
 
     def assignments(self, group: str) -> dict[str, list[TopicPartition]]:
         """Each member's (owner key's) assigned partitions by topic name: what member lag sums over.

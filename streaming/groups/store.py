@@ -1,9 +1,12 @@
 """The group stage's state on disk, in the job's checkpoint directory, in step with Spark's own.
 
 Each batch writes a *delta* under ``<checkpoint>/monitor/state/delta-<batch>``: the batch's
-own input to the group stage (its reduced commits and raw group records, Arrow IPC files as
-they arrived) and the groups it expired. Recovery replays deltas through the same pure
-functions, so a batch costs no serialisation of the groups it touched. When the deltas since
+own input to the group stage (its reduced commits with the topic ids they carry, raw group
+records, Arrow IPC files as they arrived), the groups it expired, and what the cluster told the
+stage for it (:class:`~streaming.groups.stage.FactsUsed`: KIP-848 topic names and groups'
+timeouts, which no record carries). Recovery replays deltas through the same pure functions with
+the same answers, so a replay gives the answer the batch gave, and a batch costs no
+serialisation of the groups it touched. When the deltas since
 the last snapshot outweigh the state, the whole state is written once as
 ``snapshot-<batch>`` (snapshots as JSON, offsets as Arrow) and older files go. Every
 directory is written under a temporary name and renamed: complete or absent.
@@ -28,8 +31,8 @@ import pyarrow.feather as feather
 
 from streaming.groups.model import GroupSnapshot
 from streaming.groups.offsets import CommittedOffset
-from streaming.groups.stage import GroupOffsets, GroupStage, StageLimits
-from streaming.protocol import STAGE_SCHEMA, BatchInput, ClusterFacts
+from streaming.groups.stage import FactsUsed, GroupOffsets, GroupStage, StageLimits
+from streaming.protocol import STAGE_SCHEMA, BatchInput, ClusterFacts, GroupTimeouts
 
 GROUPS_SCHEMA = pa.schema([
     ("group", pa.string()),
@@ -46,9 +49,19 @@ OFFSETS_SCHEMA = pa.schema([
     ("commit_timestamp", pa.int64()),
 ])
 DELTA_COMMIT_COLUMNS = ["group", "topic", "partition", "offset", "commit_timestamp", "record_time_ms", "count",
-                        "kafka_partition", "kafka_offset"]
+                        "kafka_partition", "kafka_offset", "topic_id"]
 DELTA_RECORD_COLUMNS = ["group", "raw_key", "raw_value", "record_time_ms", "kafka_partition", "kafka_offset",
-                        "decoded"]
+                        "decoded", "record_type"]
+# What the cluster told a batch (FactsUsed), one row per fact: kind "learnt" (group, topic_id, name: taught
+# before the batch), "name" (topic_id, name) or "timeouts" (group, session_ms, heartbeat_ms).
+FACTS_SCHEMA = pa.schema([
+    ("kind", pa.string()),
+    ("group", pa.string()),
+    ("topic_id", pa.string()),
+    ("name", pa.string()),
+    ("session_ms", pa.int64()),
+    ("heartbeat_ms", pa.int64()),
+])
 DISCARDED = "spark.discarded"  # Spark's checkpoint on its way out (see discard)
 _ENTRY = re.compile(r"^(delta|snapshot)-(\d+)$")
 
@@ -108,6 +121,7 @@ class StateStore:
 
     def __init__(self, path: Path, compact_min_rows: int = 50_000, compact_factor: float = 2.0) -> None:
         self.path = Path(path)
+        self.stage: GroupStage | None = None  # whose facts each delta records (see bind)
         # A snapshot once the rows written since the last one reach compact_factor x the live state
         # (and compact_min_rows): a restart replays at most that much, and snapshots cost O(changes).
         self.compact_min_rows = compact_min_rows
@@ -129,7 +143,7 @@ class StateStore:
         ``limits`` hold during the replay too, so it admits the groups the batches did; ``facts``
         (KIP-848 topic names) serve the replay as they served the batches.
         """
-        stage = GroupStage(limits, facts)
+        stage = self.bind(GroupStage(limits, facts))
         entries = self._entries()
         for batch, _kind, path in entries:
             if prune and (last_committed is None or batch > last_committed):
@@ -147,16 +161,25 @@ class StateStore:
                 self._rows_since_snapshot += _replay(stage, path)
         return stage
 
+    def bind(self, stage: GroupStage) -> GroupStage:
+        """Record ``stage``'s :class:`FactsUsed` in each delta (:meth:`load` binds the stage it makes)."""
+        self.stage = stage
+        return stage
+
     def write_delta(self, batch_id: int, batch: BatchInput, expired: Iterable[str]) -> None:
-        """Persist ``batch_id``'s input to the group stage and the groups it expired."""
+        """Persist ``batch_id``'s input to the group stage, the groups it expired and what the cluster told
+        the bound stage for it."""
         expired = sorted(set(expired))
         if batch.commits.num_rows == 0 and batch.group_records.num_rows == 0 and not expired:
             return
-        self._write(f"delta-{batch_id}", {
-            "commits": batch.commits.select(DELTA_COMMIT_COLUMNS),
-            "records": batch.group_records.select(DELTA_RECORD_COLUMNS),
+        tables = {
+            "commits": _present(batch.commits, DELTA_COMMIT_COLUMNS),
+            "records": _present(batch.group_records, DELTA_RECORD_COLUMNS),
             "expired": pa.table({"group": pa.array(expired, pa.string())}),
-        })
+        }
+        if self.stage is not None:
+            tables["facts"] = _facts_table(self.stage.take_facts_used())
+        self._write(f"delta-{batch_id}", tables)
         self._rows_since_snapshot += batch.commits.num_rows + batch.group_records.num_rows + len(expired)
 
     def maybe_compact(self, committed_batch: int | None, stage: GroupStage) -> bool:
@@ -216,14 +239,44 @@ def _offsets_table(rows: Sequence[tuple[str, tuple[str, int], CommittedOffset | 
     ], schema=OFFSETS_SCHEMA)
 
 
+def _present(table: pa.Table, columns: list[str]) -> pa.Table:
+    return table.select([c for c in columns if c in table.column_names])
+
+
+def _facts_table(used: FactsUsed) -> pa.Table:
+    rows: list[tuple[str, str | None, str | None, str | None, int | None, int | None]] = []
+    rows += [("learnt", group, t, n, None, None) for group, names in sorted(used.learnt.items())
+             for t, n in sorted(names.items())]
+    rows += [("name", None, t, n, None, None) for t, n in sorted(used.names.items())]
+    rows += [("timeouts", group, None, None, *timeouts) for group, timeouts in sorted(used.timeouts.items())]
+    return pa.table([list(column) for column in zip(*rows, strict=True)] if rows else
+                    [[] for _ in FACTS_SCHEMA.names], schema=FACTS_SCHEMA)
+
+
+def _facts_used(table: pa.Table) -> FactsUsed:
+    used = FactsUsed()
+    for kind, group, topic_id, name, session, heartbeat in zip(
+            *(table.column(n).to_pylist() for n in FACTS_SCHEMA.names), strict=True):
+        if kind == "learnt":
+            used.learnt.setdefault(group, {})[topic_id] = name
+        elif kind == "name":
+            used.names[topic_id] = name
+        elif kind == "timeouts":
+            used.timeouts[group] = GroupTimeouts(session, heartbeat)
+    return used
+
+
 def _replay(stage: GroupStage, path: Path) -> int:
-    """Apply one delta to ``stage`` as the batch did; returns its row count."""
+    """Apply one delta to ``stage`` as the batch did, with the cluster's answers it got (deltas written
+    before they were recorded: asked again); returns its row count."""
     commits = feather.read_table(path / "commits.arrow")
     records = feather.read_table(path / "records.arrow")
     if "decoded" not in records.column_names:  # written before the decode stage decoded group records
         records = records.append_column("decoded", pa.nulls(records.num_rows, pa.string()))
     expired = feather.read_table(path / "expired.arrow").column("group").to_pylist()
-    stage.apply(BatchInput(commits, records, STAGE_SCHEMA.empty_table()))
+    facts = path / "facts.arrow"
+    recorded = _facts_used(feather.read_table(facts)) if facts.exists() else None
+    stage.apply(BatchInput(commits, records, STAGE_SCHEMA.empty_table()), recorded)
     stage.forget(expired)
     return commits.num_rows + records.num_rows + len(expired)
 
