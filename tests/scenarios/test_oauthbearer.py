@@ -1,0 +1,250 @@
+"""The real job over SASL/OAUTHBEARER, on a real broker in Kafka's unsecured-token mode.
+
+The broker has a SASL_PLAINTEXT listener taking OAUTHBEARER, validated by Kafka's default server
+callback (unsigned ``alg: none`` tokens), and KRaft's authorizer with the documented ACLs granted to
+``User:rebalance-monitor`` only: a client gets in with the principal its token names, so what it may do
+proves which principal each of the job's clients logged in as. Spark's source makes its token with
+Kafka's own login module; the job's kafka-python clients (pre-flight, lag poller, live poller, metadata)
+with :mod:`streaming.cluster.oauth`, from the same ``--kafka-config`` file.
+
+The OIDC client credentials path is run for the kafka-python clients against a loopback token endpoint
+that hands out such unsigned tokens: the broker cannot tell where a token came from. Kafka's own OIDC
+login handler in the JVM checks a token's signature section, so it would need a signing identity provider
+and a broker validating against its keys; that, and MSK IAM's signing against AWS, are not run here.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming.cluster.client import KafkaAccessError, check_access, client_config_from_kafka_options
+from streaming.cluster.oauth import LOGIN_MODULE, OIDC_HANDLER, unsecured_jwt
+from testbed.broker import LocalKafka, acl_command, run_kafka_tool
+from testbed.workload import Admin, Member, start_members
+from tests.scenarios.test_acls import PRINCIPAL_USER, documented_acl_commands
+from tests.support.exposition import Samples, fetch, series
+from tests.support.monitor_helpers import JOB_START_TIMEOUT_S, wait_for_url
+
+pytestmark = pytest.mark.slow
+
+CLIENT_SECRET = f"oidc-{secrets.token_urlsafe(18)}"  # unique: any occurrence in an output is a leak
+FAIL_FAST_BOUND_S = 60
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@pytest.fixture(scope="module")
+def oauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka-oauth"), oauthbearer=True, authorizer=True, heap="512m")
+    broker.start()
+    try:
+        for words in documented_acl_commands():
+            result = run_kafka_tool(acl_command(broker.version), ["--bootstrap-server", broker.bootstrap, *words],
+                                    broker.version)
+            assert result.returncode == 0, f"kafka-acls {shlex.join(words)}:\n{result.stdout}\n{result.stderr}"
+        admin = Admin(broker.bootstrap)
+        try:  # the offsets topic exists once a group commits: the pre-flight then checks Describe and Read
+            admin.create_topic("oauth-orders", 2)
+            admin.produce("oauth-orders", 40)
+            admin.commit("oauth-committer", {("oauth-orders", 0): 3, ("oauth-orders", 1): 5})
+        finally:
+            admin.close()
+        yield broker
+    finally:
+        broker.stop()
+
+
+class TokenEndpoint:
+    """An OIDC token endpoint on 127.0.0.1 for one client: the client credentials grant, answered with an
+    unsigned token for ``subject``; anything else 401 invalid_client."""
+
+    def __init__(self, client_id: str, client_secret: str, subject: str) -> None:
+        import base64
+
+        expected = "Basic " + base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
+        self.grants = 0
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.headers.get("Authorization") == expected:
+                    endpoint.grants += 1
+                    now = time.time()
+                    status, answer = 200, {"access_token": unsecured_jwt({"sub": subject, "iat": now,
+                                                                          "exp": now + 600}),
+                                           "token_type": "Bearer", "expires_in": 600}
+                else:
+                    status, answer = 401, {"error": "invalid_client"}
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def unsecured_options(principal: str) -> dict[str, str]:
+    return LocalKafka.client_oauth_options(principal)
+
+
+def oidc_options(url: str, client_secret: str) -> dict[str, str]:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.login.callback.handler.class": OIDC_HANDLER, "sasl.oauthbearer.token.endpoint.url": url,
+            "sasl.jaas.config": f'{LOGIN_MODULE} required clientId="rebalance-monitor-app" '
+                                f'clientSecret="{client_secret}" scope="kafka";'}
+
+
+def kafka_python_config(options: dict[str, str]) -> dict[str, Any]:
+    return client_config_from_kafka_options({f"kafka.{name}": value for name, value in options.items()})
+
+
+def test_the_preflight_and_admin_clients_log_in_with_the_tokens_principal(oauth_broker: LocalKafka) -> None:
+    """kafka-python over OAUTHBEARER, both token sources: the granted principal passes the pre-flight (Describe
+    and a Read of the offsets topic) and lists groups; a token naming another principal is refused the topic."""
+    from kafka import KafkaAdminClient
+
+    started = time.monotonic()
+    config = kafka_python_config(unsecured_options(PRINCIPAL_USER))
+    assert check_access(oauth_broker.oauth_bootstrap, config, OFFSETS_TOPIC) is True
+    admin = KafkaAdminClient(bootstrap_servers=oauth_broker.oauth_bootstrap, **config)
+    try:
+        assert "oauth-committer" in {group["group_id"] for group in admin.list_groups()}
+        assert len(admin.list_group_offsets({"oauth-committer": None})["oauth-committer"]) == 2
+    finally:
+        admin.close()
+    with pytest.raises(KafkaAccessError, match=r"authorization failed.*Describe"):
+        check_access(oauth_broker.oauth_bootstrap, kafka_python_config(unsecured_options("intruder")), OFFSETS_TOPIC)
+
+    endpoint = TokenEndpoint("rebalance-monitor-app", CLIENT_SECRET, PRINCIPAL_USER)
+    try:
+        oidc = kafka_python_config(oidc_options(endpoint.url, CLIENT_SECRET))
+        assert check_access(oauth_broker.oauth_bootstrap, oidc, OFFSETS_TOPIC) is True
+        assert endpoint.grants == 1, "one token for the pre-flight's admin client and consumer"
+        with pytest.raises(KafkaAccessError) as refused:
+            check_access(oauth_broker.oauth_bootstrap, kafka_python_config(oidc_options(endpoint.url, "wrong")),
+                         OFFSETS_TOPIC)
+        assert "no OAUTHBEARER token" in str(refused.value) and "invalid_client" in str(refused.value)
+    finally:
+        endpoint.close()
+    print(f"\nkafka-python over OAUTHBEARER (unsecured and OIDC tokens): {time.monotonic() - started:.1f}s")
+
+
+def test_the_job_reads_through_oauthbearer(oauth_broker: LocalKafka, tmp_path: Path) -> None:
+    """The job as a process, its client settings in a --kafka-config file: Spark's source (group records
+    decoded) and the kafka-python clients (exact lag from the log ends, a rebalance) all get in as the
+    token's principal, which may do only what the documented ACLs grant."""
+    admin = Admin(oauth_broker.bootstrap)
+    members: list[Member] = []
+    kafka_config = tmp_path / "kafka.properties"
+    kafka_config.write_text("".join(f"{name}={value}\n"
+                                    for name, value in unsecured_options(PRINCIPAL_USER).items()))
+    output = tmp_path / "job-output.log"
+    job = None
+    try:
+        members.extend(start_members([Member(oauth_broker.bootstrap, "oauth-group", ["oauth-orders"], "c1")]))
+        ends = admin.end_offsets([("oauth-orders", 0), ("oauth-orders", 1)])
+        command = [sys.executable, "-m", "streaming.job", "--bootstrap-server", oauth_broker.oauth_bootstrap,
+                   "--kafka-config", str(kafka_config), "--checkpoint-dir", str(tmp_path / "checkpoint"),
+                   "--master", "local[2]", "--cluster", "oauth", "--trigger-seconds", "1", "--lag-poll-seconds", "1",
+                   "--metrics-host", "127.0.0.1", "--metrics-port", "0"]
+        with output.open("wb") as sink:
+            job = subprocess.Popen(command, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        started = time.monotonic()
+        url = wait_for_url(job, output)
+        print(f"\nOAUTHBEARER job serving after {time.monotonic() - started:.1f}s")
+
+        def wait_until(check: Any, what: str) -> Samples:
+            deadline = time.monotonic() + JOB_START_TIMEOUT_S
+            while time.monotonic() < deadline and job.poll() is None:
+                samples = fetch(url)
+                if check(samples):
+                    return samples
+                time.sleep(1)
+            pytest.fail(f"{what} did not come through OAUTHBEARER (job exit {job.poll()}):\n"
+                        f"{output.read_text(errors='replace')[-3000:]}")
+
+        def values(samples: Samples, name: str, **labels: str) -> list[float]:
+            return sorted(series(samples, name, **labels).values())
+
+        expected_lag = {p: [float(ends[("oauth-orders", p)] - committed)] for p, committed in ((0, 3), (1, 5))}
+        wait_until(lambda s: values(s, "kafka_consumergroup_current_members", group="oauth-group") == [1.0] and {
+            p: values(s, "kafka_consumergroup_partition_lag", group="oauth-committer", partition=str(p))
+            for p in (0, 1)} == expected_lag, "group and lag series")
+        print(f"group and exact lag series after {time.monotonic() - started:.1f}s")
+        members.extend(start_members([Member(oauth_broker.bootstrap, "oauth-group", ["oauth-orders"], "c2")]))
+        samples = wait_until(lambda s: values(s, "kafka_consumergroup_current_members", group="oauth-group") == [2.0]
+                             and values(s, "kafka_consumergroup_rebalances_total", group="oauth-group") >= [1.0],
+                             "a rebalance")
+        print(f"second member's rebalance after {time.monotonic() - started:.1f}s")
+        assert values(samples, "kafka_consumergroup_generation", group="oauth-group", cluster="oauth")[0] >= 1
+        assert values(samples, "kafka_topic_partition_log_end_offset", topic="oauth-orders", partition="0") == [
+            float(ends[("oauth-orders", 0)])]
+        assert not [v for v in values(samples, "rebalance_monitor_log_end_poll_errors_total") if v > 0]
+    finally:
+        for member in members:
+            member.leave()
+        admin.close()
+        if job is not None and job.poll() is None:
+            job.send_signal(signal.SIGTERM)
+            job.wait(90)
+    assert job.returncode == 0, output.read_text(errors="replace")[-3000:]
+    log_text = output.read_text(errors="replace")
+    assert "unsecuredLoginStringClaim_sub" not in log_text, "the JAAS configuration reached the output"
+
+
+def test_a_refused_client_secret_stops_the_job_before_spark(oauth_broker: LocalKafka, tmp_path: Path) -> None:
+    """OIDC client credentials the token endpoint refuses: the job ends within seconds naming the token
+    endpoint's answer, and the secret appears nowhere in its output."""
+    endpoint = TokenEndpoint("rebalance-monitor-app", CLIENT_SECRET, PRINCIPAL_USER)
+    wrong = f"wrong-{secrets.token_urlsafe(18)}"
+    kafka_config = tmp_path / "kafka.properties"
+    kafka_config.write_text("".join(f"{name}={value}\n" for name, value in oidc_options(endpoint.url, wrong).items()))
+    output = tmp_path / "job-output.log"
+    started = time.monotonic()
+    try:
+        with output.open("wb") as sink:
+            job = subprocess.Popen([sys.executable, "-m", "streaming.job", "--bootstrap-server",
+                                    oauth_broker.oauth_bootstrap, "--kafka-config", str(kafka_config),
+                                    "--checkpoint-dir", str(tmp_path / "checkpoint"), "--metrics-port", "0"],
+                                   cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            job.wait(FAIL_FAST_BOUND_S)
+        except subprocess.TimeoutExpired:
+            job.send_signal(signal.SIGKILL)
+            job.wait(30)
+            pytest.fail(f"still running after {FAIL_FAST_BOUND_S}s:\n{output.read_text(errors='replace')[-3000:]}")
+    finally:
+        endpoint.close()
+    raw = output.read_bytes()
+    last = raw.decode(errors="replace").strip().splitlines()[-1]
+    print(f"\nrefused client secret: exit {job.returncode} after {time.monotonic() - started:.1f}s")
+    assert job.returncode != 0
+    assert last.startswith("rebalance-monitor: Kafka at ") and "no OAUTHBEARER token" in last, last
+    assert "HTTP 401: invalid_client" in last, last
+    assert wrong.encode() not in raw and CLIENT_SECRET.encode() not in raw
+    assert not (tmp_path / "checkpoint").exists()
