@@ -11,7 +11,9 @@ listeners stay plaintext.
 
 ``oauthbearer=True`` adds a SASL_PLAINTEXT listener taking OAUTHBEARER in Kafka's unsecured-token
 mode (unsigned JWTs, validated by Kafka's default server callback): for tests only, since any client
-can name any principal there. Off by default.
+can name any principal there. Off by default. With ``oauth_jwks_url`` as well, the listener takes only
+signed JWTs instead, checked against that JWKS (an ``http:`` or ``file:`` URL) by Kafka's
+``OAuthBearerValidatorCallbackHandler``, as a broker secured by an OIDC identity provider does.
 
 ``authorizer=True`` turns on KRaft's ACL authorizer (``StandardAuthorizer``) with the plaintext
 listeners' principal (``User:ANONYMOUS``: the controller, the inter-broker link and the test's own
@@ -54,6 +56,9 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTHBEARER_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+# Kafka 4 refuses every OAuth URL (JWKS, token endpoint) not listed in this JVM system property.
+OAUTH_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAINTEXT_PRINCIPAL = "User:ANONYMOUS"
 
@@ -162,7 +167,7 @@ class LocalKafka:
     def __init__(self, state_dir: Path, port: int = 0, version: str | None = None,
                  extra_config: dict[str, str] | None = None, heap: str = "768m",
                  scram_users: dict[str, str] | None = None, authorizer: bool = False,
-                 oauthbearer: bool = False) -> None:
+                 oauthbearer: bool = False, oauth_jwks_url: str | None = None) -> None:
         self.state_dir = Path(state_dir)
         self.version = version or kafka_version()
         self.port = port or free_port()
@@ -179,6 +184,7 @@ class LocalKafka:
         self.oauth_port: int | None = None
         if oauthbearer:
             self.oauth_port = free_port() if port == 0 else port + 3
+        self.oauth_jwks_url = oauth_jwks_url
         self.pki: ThrowawayPki | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.start_to_ready_seconds: float | None = None
@@ -299,12 +305,18 @@ class LocalKafka:
     def _oauth_listener_properties(self, props: dict[str, str]) -> dict[str, str]:
         """A SASL_PLAINTEXT listener on ``oauth_port`` taking OAUTHBEARER only, added to ``props``' listeners.
 
-        No validator callback handler is named, so the broker takes Kafka's default, which accepts
-        unsecured (``alg: none``) tokens; the login module's own claim only serves the broker as a
-        client on this listener, which nothing uses."""
+        Without ``oauth_jwks_url`` no validator callback handler is named, so the broker takes Kafka's
+        default, which accepts unsecured (``alg: none``) tokens; with it, Kafka's JWT validator, which
+        refuses them. The login module's own claim only serves the broker as a client on this listener,
+        which nothing uses."""
         listener = f"SASL_PLAINTEXT://127.0.0.1:{self.oauth_port}"
         prefix = "listener.name.sasl_plaintext."
+        signed = {} if self.oauth_jwks_url is None else {
+            f"{prefix}oauthbearer.sasl.server.callback.handler.class": OAUTHBEARER_VALIDATOR,
+            "sasl.oauthbearer.jwks.endpoint.url": self.oauth_jwks_url,
+        }
         return {
+            **signed,
             "listeners": f"{props['listeners']},{listener}",
             "advertised.listeners": f"{props['advertised.listeners']},{listener}",
             "listener.security.protocol.map":
@@ -344,6 +356,8 @@ class LocalKafka:
         self._format_storage(config)
         cmd = java_command(self.version, "kafka.Kafka", [str(config)], tools=False, heap=self.heap)
         cmd.insert(1, f"-Dkafka.logs.dir={self.log_dir}")  # where log4j2.properties writes server.log
+        if self.oauth_jwks_url is not None:
+            cmd.insert(1, f"-D{OAUTH_ALLOWED_URLS}={self.oauth_jwks_url}")
         stdout = (self.log_dir / "stdout.log").open("ab")
         self.process = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT,
                                         start_new_session=True)

@@ -7,10 +7,11 @@ proves which principal each of the job's clients logged in as. Spark's source ma
 Kafka's own login module; the job's kafka-python clients (pre-flight, lag poller, live poller, metadata)
 with :mod:`streaming.cluster.oauth`, from the same ``--kafka-config`` file.
 
-The OIDC client credentials path is run for the kafka-python clients against a loopback token endpoint
-that hands out such unsigned tokens: the broker cannot tell where a token came from. Kafka's own OIDC
-login handler in the JVM checks a token's signature section, so it would need a signing identity provider
-and a broker validating against its keys; that, and MSK IAM's signing against AWS, are not run here.
+OIDC client credentials run twice: for the kafka-python clients alone against a loopback token endpoint
+handing out unsigned tokens (the unsecured broker cannot tell where a token came from), and for the whole
+job against a second broker that validates RS256 tokens with Kafka's JWT validator and a JWKS file, the
+loopback endpoint signing them: Spark's source then logs in through Kafka's own
+``OAuthBearerLoginCallbackHandler``. MSK IAM's signing against AWS is not run here.
 """
 
 from __future__ import annotations
@@ -67,25 +68,27 @@ def oauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafk
 
 
 class TokenEndpoint:
-    """An OIDC token endpoint on 127.0.0.1 for one client: the client credentials grant, answered with an
-    unsigned token for ``subject``; anything else 401 invalid_client."""
+    """An OIDC token endpoint on 127.0.0.1 for one client: the client credentials grant, answered with a
+    token for ``subject`` (unsigned, or RS256-signed by ``signer``); anything else 401 invalid_client.
+    ``grants`` counts the tokens handed out by the asking client's User-Agent (Java's or Python's)."""
 
-    def __init__(self, client_id: str, client_secret: str, subject: str) -> None:
+    def __init__(self, client_id: str, client_secret: str, subject: str, signer: Signer | None = None) -> None:
         import base64
 
         expected = "Basic " + base64.b64encode(f"{client_id}:{client_secret}".encode()).decode()
-        self.grants = 0
+        self.grants: dict[str, int] = {}
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if self.headers.get("Authorization") == expected:
-                    endpoint.grants += 1
-                    now = time.time()
-                    status, answer = 200, {"access_token": unsecured_jwt({"sub": subject, "iat": now,
-                                                                          "exp": now + 600}),
-                                           "token_type": "Bearer", "expires_in": 600}
+                    agent = self.headers.get("User-Agent", "").split("/")[0]
+                    endpoint.grants[agent] = endpoint.grants.get(agent, 0) + 1
+                    now = int(time.time())
+                    claims = {"sub": subject, "iat": now, "exp": now + 600, "scope": "kafka"}
+                    token = signer.sign(claims) if signer is not None else unsecured_jwt(claims)
+                    status, answer = 200, {"access_token": token, "token_type": "Bearer", "expires_in": 600}
                 else:
                     status, answer = 401, {"error": "invalid_client"}
                 data = json.dumps(answer).encode()
@@ -105,6 +108,62 @@ class TokenEndpoint:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Signer:
+    """An identity provider's RS256 signing key, its public half written as a JWKS file for the broker."""
+
+    KID = "test-key-1"
+
+    def __init__(self, directory: Path) -> None:
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        numbers = self.key.public_key().public_numbers()
+        self.jwks = directory / "jwks.json"
+        self.jwks.write_text(json.dumps({"keys": [{"kty": "RSA", "kid": self.KID, "use": "sig", "alg": "RS256",
+                                                   "n": _b64(numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8)),
+                                                   "e": _b64(numbers.e.to_bytes(3))}]}))
+
+    def sign(self, claims: dict[str, Any]) -> str:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
+        header = {"alg": "RS256", "typ": "JWT", "kid": self.KID}
+        signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
+        signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input}.{_b64(signature)}"
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> Signer:
+    return Signer(tmp_path_factory.mktemp("idp"))
+
+
+@pytest.fixture(scope="module")
+def oidc_broker(tmp_path_factory: pytest.TempPathFactory, signer: Signer) -> Iterator[LocalKafka]:
+    """A broker whose OAUTHBEARER listener takes only tokens signed by ``signer`` (Kafka's JWT validator
+    reading its JWKS file): no authorizer, the principal was proven on the unsecured broker."""
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka-oidc"), oauthbearer=True,
+                        oauth_jwks_url=signer.jwks.as_uri(), heap="512m")
+    broker.start()
+    try:
+        admin = Admin(broker.bootstrap)
+        try:
+            admin.create_topic("oidc-orders", 2)
+            admin.produce("oidc-orders", 30)
+            admin.commit("oidc-committer", {("oidc-orders", 0): 4, ("oidc-orders", 1): 6})
+        finally:
+            admin.close()
+        yield broker
+    finally:
+        broker.stop()
 
 
 def unsecured_options(principal: str) -> dict[str, str]:
@@ -143,7 +202,7 @@ def test_the_preflight_and_admin_clients_log_in_with_the_tokens_principal(oauth_
     try:
         oidc = kafka_python_config(oidc_options(endpoint.url, CLIENT_SECRET))
         assert check_access(oauth_broker.oauth_bootstrap, oidc, OFFSETS_TOPIC) is True
-        assert endpoint.grants == 1, "one token for the pre-flight's admin client and consumer"
+        assert sum(endpoint.grants.values()) == 1, "one token for the pre-flight's admin client and consumer"
         with pytest.raises(KafkaAccessError) as refused:
             check_access(oauth_broker.oauth_bootstrap, kafka_python_config(oidc_options(endpoint.url, "wrong")),
                          OFFSETS_TOPIC)
@@ -248,3 +307,60 @@ def test_a_refused_client_secret_stops_the_job_before_spark(oauth_broker: LocalK
     assert "HTTP 401: invalid_client" in last, last
     assert wrong.encode() not in raw and CLIENT_SECRET.encode() not in raw
     assert not (tmp_path / "checkpoint").exists()
+
+
+def test_the_job_reads_through_oidc_client_credentials(oidc_broker: LocalKafka, signer: Signer,
+                                                        tmp_path: Path) -> None:
+    """OIDC as deployed: a broker validating RS256 tokens against its identity provider's keys, the job's
+    clients getting them with the client credentials grant. Spark's source through Kafka's own
+    OAuthBearerLoginCallbackHandler (Java asks the token endpoint), the kafka-python clients through
+    streaming.cluster.oauth (Python asks it), from one --kafka-config file; an unsigned token is refused."""
+    with pytest.raises(KafkaAccessError, match="authentication failed"):
+        check_access(oidc_broker.oauth_bootstrap, kafka_python_config(unsecured_options(PRINCIPAL_USER)),
+                     OFFSETS_TOPIC)
+    endpoint = TokenEndpoint("rebalance-monitor-app", CLIENT_SECRET, PRINCIPAL_USER, signer)
+    admin = Admin(oidc_broker.bootstrap)
+    members: list[Member] = []
+    kafka_config = tmp_path / "kafka.properties"
+    kafka_config.write_text("".join(f"{name}={value}\n" for name, value in oidc_options(endpoint.url,
+                                                                                      CLIENT_SECRET).items()))
+    output = tmp_path / "job-output.log"
+    job = None
+    try:
+        members.extend(start_members([Member(oidc_broker.bootstrap, "oidc-group", ["oidc-orders"], "c1")]))
+        ends = admin.end_offsets([("oidc-orders", 0), ("oidc-orders", 1)])
+        command = [sys.executable, "-m", "streaming.job", "--bootstrap-server", oidc_broker.oauth_bootstrap,
+                   "--kafka-config", str(kafka_config), "--checkpoint-dir", str(tmp_path / "checkpoint"),
+                   "--master", "local[2]", "--cluster", "oidc", "--trigger-seconds", "1", "--lag-poll-seconds", "1",
+                   "--metrics-host", "127.0.0.1", "--metrics-port", "0"]
+        with output.open("wb") as sink:
+            job = subprocess.Popen(command, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        started = time.monotonic()
+        url = wait_for_url(job, output)
+        expected_lag = {p: [float(ends[("oidc-orders", p)] - committed)] for p, committed in ((0, 4), (1, 6))}
+        deadline = time.monotonic() + JOB_START_TIMEOUT_S
+        while time.monotonic() < deadline and job.poll() is None:
+            samples = fetch(url)
+            if sorted(series(samples, "kafka_consumergroup_current_members", group="oidc-group").values()) == [1.0] \
+                    and {p: sorted(series(samples, "kafka_consumergroup_partition_lag", group="oidc-committer",
+                                          partition=str(p)).values()) for p in (0, 1)} == expected_lag:
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"group and lag series did not come through OIDC (job exit {job.poll()}):\n"
+                        f"{output.read_text(errors='replace')[-3000:]}")
+        print(f"\nOIDC job: group and exact lag series after {time.monotonic() - started:.1f}s; "
+              f"tokens granted {endpoint.grants}")
+        assert endpoint.grants.get("Java", 0) >= 1, endpoint.grants  # Spark's source asked for its own token
+        assert endpoint.grants.get("Python-urllib", 0) >= 1, endpoint.grants  # and so did the job's own clients
+    finally:
+        for member in members:
+            member.leave()
+        admin.close()
+        if job is not None and job.poll() is None:
+            job.send_signal(signal.SIGTERM)
+            job.wait(90)
+        endpoint.close()
+    assert job.returncode == 0, output.read_text(errors="replace")[-3000:]
+    assert CLIENT_SECRET.encode() not in output.read_bytes()
