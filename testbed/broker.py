@@ -9,6 +9,12 @@ with a throwaway CA and broker certificate made at start (:func:`make_throwaway_
 users created by Kafka's own storage tool at format time; the inter-broker and controller
 listeners stay plaintext.
 
+``oauthbearer=True`` adds a SASL_PLAINTEXT listener taking OAUTHBEARER in Kafka's unsecured-token
+mode (unsigned JWTs, validated by Kafka's default server callback): for tests only, since any client
+can name any principal there. Off by default. With ``oauth_jwks_url`` as well, the listener takes only
+signed JWTs instead, checked against that JWKS (an ``http:`` or ``file:`` URL) by Kafka's
+``OAuthBearerValidatorCallbackHandler``, as a broker secured by an OIDC identity provider does.
+
 ``authorizer=True`` turns on KRaft's ACL authorizer (``StandardAuthorizer``) with the plaintext
 listeners' principal (``User:ANONYMOUS``: the controller, the inter-broker link and the test's own
 admin clients) as the only super user: the SCRAM users can do only what ACLs grant them.
@@ -49,6 +55,10 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTHBEARER_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+# Kafka 4 refuses every OAuth URL (JWKS, token endpoint) not listed in this JVM system property.
+OAUTH_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
 AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAINTEXT_PRINCIPAL = "User:ANONYMOUS"
 
@@ -156,7 +166,8 @@ class LocalKafka:
 
     def __init__(self, state_dir: Path, port: int = 0, version: str | None = None,
                  extra_config: dict[str, str] | None = None, heap: str = "768m",
-                 scram_users: dict[str, str] | None = None, authorizer: bool = False) -> None:
+                 scram_users: dict[str, str] | None = None, authorizer: bool = False,
+                 oauthbearer: bool = False, oauth_jwks_url: str | None = None) -> None:
         self.state_dir = Path(state_dir)
         self.version = version or kafka_version()
         self.port = port or free_port()
@@ -169,6 +180,11 @@ class LocalKafka:
         if self.scram_users:
             self.secure_port = free_port() if port == 0 else port + 2
         self.authorizer = authorizer
+        # A SASL_PLAINTEXT listener taking Kafka's unsecured OAUTHBEARER tokens; none: no such listener.
+        self.oauth_port: int | None = None
+        if oauthbearer:
+            self.oauth_port = free_port() if port == 0 else port + 3
+        self.oauth_jwks_url = oauth_jwks_url
         self.pki: ThrowawayPki | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.start_to_ready_seconds: float | None = None
@@ -183,6 +199,23 @@ class LocalKafka:
         if self.secure_port is None:
             raise RuntimeError("this broker has no SASL_SSL listener: pass scram_users")
         return f"127.0.0.1:{self.secure_port}"
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        """The SASL_PLAINTEXT OAUTHBEARER listener's address (``oauthbearer=True``)."""
+        if self.oauth_port is None:
+            raise RuntimeError("this broker has no OAUTHBEARER listener: pass oauthbearer=True")
+        return f"127.0.0.1:{self.oauth_port}"
+
+    @staticmethod
+    def client_oauth_options(principal: str) -> dict[str, str]:
+        """Java client options reaching the OAUTHBEARER listener as ``principal`` (an unsecured token:
+        Kafka's login module makes it from the JAAS claim, no identity provider involved)."""
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": f'{OAUTHBEARER_LOGIN_MODULE} required unsecuredLoginStringClaim_sub="{principal}";',
+        }
 
     def client_security_options(self, user: str, password: str | None = None) -> dict[str, str]:
         """Java client options reaching the SASL_SSL listener as ``user`` (their password by default)."""
@@ -202,7 +235,8 @@ class LocalKafka:
 
     @property
     def _ports(self) -> tuple[int, ...]:
-        return tuple(p for p in (self.port, self.controller_port, self.secure_port) if p is not None)
+        return tuple(p for p in (self.port, self.controller_port, self.secure_port, self.oauth_port)
+                     if p is not None)
 
     @property
     def data_dir(self) -> Path:
@@ -244,6 +278,8 @@ class LocalKafka:
             props["group.coordinator.rebalance.protocols"] = "classic,consumer"
         if self.scram_users:
             props.update(self._secure_listener_properties())
+        if self.oauth_port is not None:
+            props.update(self._oauth_listener_properties(props))
         if self.authorizer:
             # No ACL means denied (allow.everyone.if.no.acl.found stays false).
             props.update({"authorizer.class.name": AUTHORIZER_CLASS, "super.users": PLAINTEXT_PRINCIPAL})
@@ -264,6 +300,30 @@ class LocalKafka:
             f"{prefix}ssl.keystore.type": "PKCS12",
             f"{prefix}ssl.keystore.location": str(pki.keystore_p12),
             f"{prefix}ssl.keystore.password": pki.keystore_password,
+        }
+
+    def _oauth_listener_properties(self, props: dict[str, str]) -> dict[str, str]:
+        """A SASL_PLAINTEXT listener on ``oauth_port`` taking OAUTHBEARER only, added to ``props``' listeners.
+
+        Without ``oauth_jwks_url`` no validator callback handler is named, so the broker takes Kafka's
+        default, which accepts unsecured (``alg: none``) tokens; with it, Kafka's JWT validator, which
+        refuses them. The login module's own claim only serves the broker as a client on this listener,
+        which nothing uses."""
+        listener = f"SASL_PLAINTEXT://127.0.0.1:{self.oauth_port}"
+        prefix = "listener.name.sasl_plaintext."
+        signed = {} if self.oauth_jwks_url is None else {
+            f"{prefix}oauthbearer.sasl.server.callback.handler.class": OAUTHBEARER_VALIDATOR,
+            "sasl.oauthbearer.jwks.endpoint.url": self.oauth_jwks_url,
+        }
+        return {
+            **signed,
+            "listeners": f"{props['listeners']},{listener}",
+            "advertised.listeners": f"{props['advertised.listeners']},{listener}",
+            "listener.security.protocol.map":
+                f"{props['listener.security.protocol.map']},SASL_PLAINTEXT:SASL_PLAINTEXT",
+            f"{prefix}sasl.enabled.mechanisms": "OAUTHBEARER",
+            f"{prefix}oauthbearer.sasl.jaas.config":
+                f'{OAUTHBEARER_LOGIN_MODULE} required unsecuredLoginStringClaim_sub="admin";',
         }
 
     def _write_config(self) -> Path:
@@ -296,6 +356,8 @@ class LocalKafka:
         self._format_storage(config)
         cmd = java_command(self.version, "kafka.Kafka", [str(config)], tools=False, heap=self.heap)
         cmd.insert(1, f"-Dkafka.logs.dir={self.log_dir}")  # where log4j2.properties writes server.log
+        if self.oauth_jwks_url is not None:
+            cmd.insert(1, f"-D{OAUTH_ALLOWED_URLS}={self.oauth_jwks_url}")
         stdout = (self.log_dir / "stdout.log").open("ab")
         self.process = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.STDOUT,
                                         start_new_session=True)
@@ -317,7 +379,7 @@ class LocalKafka:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.log_dir}")
-            if all(port_open(port) for port in (self.port, self.secure_port) if port is not None):
+            if all(port_open(port) for port in (self.port, self.secure_port, self.oauth_port) if port is not None):
                 try:
                     admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
                     try:

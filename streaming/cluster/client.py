@@ -6,8 +6,12 @@ are Java client names; kafka-python spells and stores some differently:
 
 * ``security.protocol``, ``sasl.mechanism``, ``sasl.kerberos.service.name`` map directly;
 * ``sasl.jaas.config`` of the PLAIN and SCRAM login modules gives the user name and
-  password (GSSAPI uses the process's Kerberos credentials; OAUTHBEARER needs a token
-  provider object and is refused);
+  password (GSSAPI uses the process's Kerberos credentials);
+* ``sasl.mechanism=OAUTHBEARER`` gives a token provider (:mod:`streaming.cluster.oauth`) built from
+  ``sasl.jaas.config``, ``sasl.login.callback.handler.class`` and
+  ``sasl.oauthbearer.token.endpoint.url``: Kafka's unsecured tokens or OIDC client credentials;
+* ``sasl.mechanism=AWS_MSK_IAM`` (Amazon MSK's ``IAMLoginModule``) is kafka-python's own
+  AWS_MSK_IAM mechanism, which signs with botocore's default credentials;
 * TLS files must be PEM (``ssl.truststore.type=PEM``, ``ssl.keystore.type=PEM``, which Java
   clients read as well since Kafka 2.7): Python's ssl module cannot read JKS or PKCS12
   stores, so those are refused with a message saying what to do rather than failing at
@@ -23,6 +27,7 @@ The mapping, Java option -> kafka-python setting:
 ``sasl.mechanism``                         ``sasl_mechanism``
 ``sasl.kerberos.service.name``             ``sasl_kerberos_service_name``
 ``sasl.jaas.config`` (PLAIN, SCRAM)        ``sasl_plain_username``, ``sasl_plain_password``
+``sasl.jaas.config`` (OAUTHBEARER)         ``sasl_oauth_token_provider``
 ``ssl.truststore.location`` (PEM)          ``ssl_cafile``
 ``ssl.keystore.location`` (PEM)            ``ssl_certfile`` and ``ssl_keyfile``
 ``ssl.key.password``                       ``ssl_password``
@@ -31,7 +36,10 @@ The mapping, Java option -> kafka-python setting:
 
 :func:`check_access` is the job's pre-flight: kafka-python retries a refused login until
 its bootstrap times out and Spark's source keeps retrying too, so a wrong password would
-otherwise show as a job that never makes progress.
+otherwise show as a job that never makes progress. It also refuses, naming the package, a
+mechanism whose Python library is not installed (``gssapi`` for GSSAPI, ``botocore`` for
+AWS_MSK_IAM), and gets an OAUTHBEARER token first, so that a token endpoint refusing the
+client's credentials is named as such.
 """
 
 from __future__ import annotations
@@ -53,7 +61,8 @@ _DIRECT = {
     "sasl.kerberos.service.name": "sasl_kerberos_service_name",
     "ssl.key.password": "ssl_password",
 }
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+# Option names are words; dotted ones (ssl.truststore.location) configure an OAuth token endpoint's TLS.
+_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 _PASSWORD_MODULES = ("PlainLoginModule", "ScramLoginModule")
 _REFUSED = ("ssl.truststore.certificates", "ssl.keystore.certificate.chain", "ssl.keystore.key")
 
@@ -77,9 +86,15 @@ def client_config_from_kafka_options(kafka_options: dict[str, str]) -> dict[str,
                                          "give the PEM file's path in the matching .location option")
     if "sasl.jaas.config" in options:
         config.update(_jaas_credentials(options["sasl.jaas.config"]))
-    if config.get("sasl_mechanism", "").upper() == "OAUTHBEARER":
-        raise UnsupportedKafkaOption("sasl.mechanism=OAUTHBEARER: the lag poller (kafka-python) needs a "
-                                     "token provider object, which Kafka options cannot describe")
+    mechanism = config.get("sasl_mechanism", "").upper()
+    if mechanism == "OAUTHBEARER":
+        from streaming.cluster.oauth import token_provider
+
+        config["sasl_mechanism"] = mechanism
+        config["sasl_oauth_token_provider"] = token_provider(options)
+    elif mechanism == "AWS_MSK_IAM":
+        config["sasl_mechanism"] = mechanism
+        _check_msk_iam(options)
     if "ssl.truststore.location" in options:
         _require_pem(options, "truststore")
         config["ssl_cafile"] = options["ssl.truststore.location"]
@@ -93,18 +108,44 @@ def client_config_from_kafka_options(kafka_options: dict[str, str]) -> dict[str,
     return config
 
 
-def _jaas_credentials(jaas: str) -> dict[str, str]:
+def jaas_options(jaas: str) -> tuple[str, dict[str, str]]:
+    """The login module's class name and its options, unquoted, of a ``sasl.jaas.config`` value."""
     module = jaas.strip().split(None, 1)[0] if jaas.strip() else ""
+    unescape = re.compile(r"\\(.)")
+    return module, {m.group(1): unescape.sub(r"\1", m.group(2)) if m.group(2) is not None else m.group(3)
+                    for m in _JAAS_OPTION.finditer(jaas.strip()[len(module):])}
+
+
+def _jaas_credentials(jaas: str) -> dict[str, str]:
+    module, values = jaas_options(jaas)
     if not module.endswith(_PASSWORD_MODULES):
         return {}  # e.g. Kerberos: kafka-python uses the process's ticket cache or keytab
-    values = {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
-              for m in _JAAS_OPTION.finditer(jaas[len(module):])}
     if "username" not in values or "password" not in values:
         raise UnsupportedKafkaOption(f"kafka.sasl.jaas.config: {module.rsplit('.', 1)[-1]} without "
                                      "username and password")
-    unescape = re.compile(r"\\(.)")
-    return {"sasl_plain_username": unescape.sub(r"\1", values["username"]),
-            "sasl_plain_password": unescape.sub(r"\1", values["password"])}
+    return {"sasl_plain_username": values["username"], "sasl_plain_password": values["password"]}
+
+
+MSK_IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"
+# IAMLoginModule options naming another principal than botocore's default credentials would find.
+_MSK_OTHER_PRINCIPAL = ("awsProfileName", "awsRoleArn", "awsRoleSessionName", "awsStsRegion",
+                        "awsRoleAccessKeyId", "awsRoleSecretAccessKey", "awsRoleSessionToken")
+
+
+def _check_msk_iam(options: Mapping[str, str]) -> None:
+    """AWS_MSK_IAM as kafka-python does it: over TLS, as the principal of botocore's default credential chain."""
+    if options.get("security.protocol", "").upper() != "SASL_SSL":
+        raise UnsupportedKafkaOption("kafka.sasl.mechanism=AWS_MSK_IAM needs kafka.security.protocol=SASL_SSL")
+    module, values = jaas_options(options.get("sasl.jaas.config", ""))
+    if module and module != MSK_IAM_MODULE:
+        raise UnsupportedKafkaOption(f"kafka.sasl.jaas.config: sasl.mechanism=AWS_MSK_IAM takes {MSK_IAM_MODULE}, "
+                                     f"not {module.rsplit('.', 1)[-1]}")
+    other = [name for name in _MSK_OTHER_PRINCIPAL if name in values]
+    if other:
+        raise UnsupportedKafkaOption(
+            f"kafka.sasl.jaas.config: {', '.join(other)} in {MSK_IAM_MODULE}: the job's own clients (kafka-python) "
+            "sign with botocore's default credentials only (AWS_PROFILE, AWS_ACCESS_KEY_ID..., the web identity "
+            "token, the instance or task role); give the JVM the same principal, without these options")
 
 
 def _require_pem(options: dict[str, str], store: str) -> None:
@@ -121,17 +162,37 @@ class KafkaAccessError(RuntimeError):
 
 
 _SECRET_SETTINGS = ("sasl_plain_password", "ssl_password")
+# What each SASL mechanism needs installed in Python beyond kafka-python.
+_MECHANISM_PACKAGES = {"GSSAPI": ("gssapi", "pip install gssapi (it builds against the system's Kerberos "
+                                            "library: Debian's libkrb5-dev, gcc and krb5-user)"),
+                       "AWS_MSK_IAM": ("botocore", "pip install botocore")}
 _CLOSED_LOGINS = 3  # connections closed by the broker mid-login before that counts as a refusal
 _SECRET_OPTION = re.compile(r"password|secret|jaas|token", re.IGNORECASE)
 
 
+# Options named like secrets that hold none: the token endpoint's address is what its errors must name
+# (unless it carries credentials itself).
+_PUBLIC_OPTIONS = ("sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.jwks.endpoint.url")
+# JAAS options that are names, switches or paths, not secrets: redacting them would blank every mention
+# of a user, scope or client in the job's output. Any other JAAS value (password, clientSecret, an
+# extension, an unknown module's option) counts as a secret.
+_PUBLIC_JAAS_OPTIONS = {"username", "clientid", "scope", "principal", "servicename", "usekeytab", "keytab",
+                        "storekey", "useticketcache", "debug", "tokenauth", "ssl.truststore.location",
+                        "ssl.truststore.type", "ssl.endpoint.identification.algorithm", "awsprofilename",
+                        "awsrolearn", "awsrolesessionname", "awsstsregion", "awsdebugcreds"}
+_PUBLIC_JAAS_PREFIX = "unsecuredlogin"  # Kafka's unsecured tokens: claims and lifetimes, unsigned by design
+
+
 def secret_values(kafka_options: Mapping[str, str]) -> list[str]:
     """Values that must never be printed: passwords, secrets, tokens and JAAS configurations,
-    and the passwords inside those configurations (longest first, so redaction is whole)."""
-    found = {value for name, value in kafka_options.items() if _SECRET_OPTION.search(name) and value}
+    and the secrets inside those configurations (longest first, so redaction is whole)."""
+    found = {value for name, value in kafka_options.items() if _SECRET_OPTION.search(name) and value
+             and (name.removeprefix("kafka.") not in _PUBLIC_OPTIONS or "@" in value)}
     for name, value in kafka_options.items():
         if name.removeprefix("kafka.") == "sasl.jaas.config":
-            found.update(v for m in _JAAS_OPTION.finditer(value) if m.group(1).lower() != "username"
+            found.update(v for m in _JAAS_OPTION.finditer(value)
+                         if m.group(1).lower() not in _PUBLIC_JAAS_OPTIONS
+                         and not m.group(1).lower().startswith(_PUBLIC_JAAS_PREFIX)
                          for v in [m.group(2) if m.group(2) is not None else m.group(3)] if v)
     return sorted(found, key=len, reverse=True)
 
@@ -155,6 +216,12 @@ def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic
     from kafka import errors as Errors
 
     secrets = [str(client_config[k]) for k in _SECRET_SETTINGS if client_config.get(k)]
+    check_mechanism_support(client_config)
+    provider = client_config.get("sasl_oauth_token_provider")
+    if provider is not None:
+        secrets.extend(provider.secrets())
+        if not _first_token(provider, bootstrap_servers, secrets):
+            return False
     with _client_errors() as seen:
         try:
             # Retries at least every second: each refused attempt is one more chance to hear why.
@@ -188,6 +255,34 @@ def check_access(bootstrap_servers: str, client_config: Mapping[str, Any], topic
     return False
 
 
+def check_mechanism_support(client_config: Mapping[str, Any]) -> None:
+    """Raise :class:`UnsupportedKafkaOption` naming the package when the SASL mechanism's Python library is
+    missing: kafka-python would only fail at each connection, which the pre-flight takes for a broker away."""
+    import importlib.util
+
+    mechanism = str(client_config.get("sasl_mechanism") or "").upper()
+    needed = _MECHANISM_PACKAGES.get(mechanism)
+    if needed is not None and importlib.util.find_spec(needed[0]) is None:
+        raise UnsupportedKafkaOption(f"kafka.sasl.mechanism={mechanism}: the job's own clients (kafka-python) need "
+                                     f"the Python package {needed[0]!r}, which is not installed: {needed[1]}")
+
+
+def _first_token(provider: Any, bootstrap_servers: str, secrets: list[str]) -> bool:
+    """Get an OAUTHBEARER token before any connection: False if the token endpoint could not be reached
+    (it may come back), :class:`KafkaAccessError` if it refused the client's credentials."""
+    from streaming.cluster.oauth import TokenError
+
+    try:
+        provider.token()
+    except TokenError as exc:
+        if exc.refused:
+            raise KafkaAccessError(redact(f"Kafka at {bootstrap_servers}: no OAUTHBEARER token: {exc}", secrets)) \
+                from None
+        log.warning("%s; the job starts and keeps retrying", redact(f"no OAUTHBEARER token yet: {exc}", secrets))
+        return False
+    return True
+
+
 def _check_read(bootstrap_servers: str, client_config: Mapping[str, Any], topic: str, secrets: list[str],
                 window_s: float = 1.0) -> None:
     """Fetch at the end of ``topic``'s partition 0 for ``window_s``, as Spark's source will fetch: without
@@ -217,7 +312,11 @@ def _refusal(errors: list[BaseException], sasl: bool) -> str | None:
     """What in the client's errors says the settings are wrong rather than the brokers away."""
     from kafka import errors as Errors
 
+    from streaming.cluster.oauth import TokenError
+
     for exc in (link for error in errors for link in _chain(error)):
+        if isinstance(exc, TokenError) and exc.refused:
+            return f"no OAUTHBEARER token: {exc}"
         if isinstance(exc, Errors.SaslAuthenticationFailedError):
             return f"authentication failed (SASL): {exc}; check kafka.sasl.jaas.config and kafka.sasl.mechanism"
         if isinstance(exc, Errors.AuthorizationError):
