@@ -28,7 +28,7 @@ from streaming.groups.fold import apply_record
 from streaming.groups.model import GroupSnapshot
 from streaming.groups.summary import summarize
 from testbed.workload import wait_until
-from tests.unit.groups.test_fold import parts
+from tests.support.group_records import parts
 
 T0 = 1_700_000_000_000
 
