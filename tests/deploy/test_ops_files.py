@@ -91,6 +91,8 @@ EXPORTED = frozenset({
     "rebalance_monitor_live_requests_total", "rebalance_monitor_live_poll_errors_total",
     "rebalance_monitor_live_poll_duration_seconds", "rebalance_monitor_live_last_poll_timestamp_seconds",
     "rebalance_monitor_unresolved_topic_ids_total",
+    "kafka_consumergroup_activity", "kafka_consumergroup_last_member_timestamp_seconds",
+    "kafka_consumergroup_last_commit_timestamp_seconds", "kafka_consumergroup_topic_assigned",
 })
 HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds", "kafka_consumergroup_rebalance_duration_seconds"})
 # The live-state, retention and health families (streaming/metrics/live.py) that rules use and the
