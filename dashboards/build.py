@@ -259,8 +259,9 @@ def health_and_retention(layout: Layout) -> None:
                          f"and on (cluster, group) {lowest}"),
               ], ascending=True, steps=thresholds(("red", None), ("orange", 0), ("green", 1))),
     )
-    abandoned = (f"topk($topn, time() - max by (cluster, group) (kafka_consumergroup_last_commit_timestamp_seconds{{{C}}})"
-                 f" and on (cluster, group) kafka_consumergroup_activity{{{C}, activity=\"abandoned\"}})")
+    abandoned = (f"topk($topn, time() - max by (cluster, group) "
+                 f"(kafka_consumergroup_last_commit_timestamp_seconds{{{C}}}) "
+                 f"and on (cluster, group) kafka_consumergroup_activity{{{C}, activity=\"abandoned\"}})")
     unassigned = (f"topk($topn, max by (cluster, group, topic) (kafka_consumergroup_topic_max_lag_seconds{{{C}}}) "
                   f"and on (cluster, group, topic) (kafka_consumergroup_topic_assigned{{{C}}} == 0))")
     layout.add(
