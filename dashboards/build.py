@@ -259,6 +259,30 @@ def health_and_retention(layout: Layout) -> None:
                          f"and on (cluster, group) {lowest}"),
               ], ascending=True, steps=thresholds(("red", None), ("orange", 0), ("green", 1))),
     )
+    abandoned = (f"topk($topn, time() - max by (cluster, group) "
+                 f"(kafka_consumergroup_last_commit_timestamp_seconds{{{C}}}) "
+                 f"and on (cluster, group) kafka_consumergroup_activity{{{C}, activity=\"abandoned\"}})")
+    unassigned = (f"topk($topn, max by (cluster, group, topic) (kafka_consumergroup_topic_max_lag_seconds{{{C}}}) "
+                  f"and on (cluster, group, topic) (kafka_consumergroup_topic_assigned{{{C}}} == 0))")
+    layout.add(
+        table("Abandoned groups still holding offsets, top $topn", "Groups without members that have had none and "
+              "committed nothing for longer than --abandoned-after (kafka_consumergroup_activity abandoned; "
+              "ConsumerGroupAbandoned), longest silent first. Their lag, losses and health page no more; Kafka "
+              "deletes their offsets offsets.retention.minutes after they emptied (classic) or after each "
+              "offset's last commit (KIP-848). Delete the ones nobody will bring back.", ["cluster", "group"], [
+                  Column("Since last commit (seconds)", abandoned, "s"),
+                  Column("Since last member (seconds)", f"time() - max by (cluster, group) "
+                         f"(kafka_consumergroup_last_member_timestamp_seconds{{{C}}}) and on (cluster, group) "
+                         f"{abandoned}", "s"),
+                  Column("Lag (records)", f"max by (cluster, group) (kafka_consumergroup_total_lag{{{C}}}) "
+                         f"and on (cluster, group) {abandoned}"),
+              ]),
+        table("Committed topics outside the assignment, top $topn", "Topics a group with members holds old "
+              "commits on but no member is assigned (kafka_consumergroup_topic_assigned 0): it stopped "
+              "consuming them and the commits wait for Kafka to expire them. Their lag is no alert's business; "
+              "worst lag first. Empty where assignments are not known (share and streams groups).",
+              ["cluster", "group", "topic"], [Column("Lag (seconds)", unassigned, "s")]),
+    )
 
 
 def group_detail(layout: Layout) -> None:

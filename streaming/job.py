@@ -80,7 +80,7 @@ class Monitor:
         self.metadata = TopicMetadata(options.kafka.bootstrap_servers, client_config)
         self.topic_names = TopicNames(self.metadata.names_by_id, self.metadata.consumer_session_timeout_ms,
                                       group_timeouts=self.metadata.consumer_group_timeouts)
-        self.instruments = JobMetrics(metrics.cluster, self.tracker)
+        self.instruments = JobMetrics(metrics.cluster, self.tracker, options.lag.poll_seconds)
         instruments = self.instruments
         self.health = Health(self.tracker, lambda: self.runner.active(), options.driver.ready_max_behind_records,
                              stall_seconds=options.driver.stall_seconds,

@@ -169,6 +169,12 @@ DEPARTURES = ("left_cleanly", "session_timeout", "poll_timeout", "unknown")
 # The summary reports at most this many (client id, host) pairs of member churn per group.
 MEMBER_CHURN_CAP = 10
 
+# What a group is doing, from :func:`streaming.groups.summary.activity` (a metric label): ``active``, it has
+# members; ``inactive``, none, but it had members or committed within ``--abandoned-after``; ``abandoned``,
+# neither for longer than that (its offsets stay until Kafka's offsets.retention.minutes expires them).
+ACTIVE, INACTIVE, ABANDONED = "active", "inactive", "abandoned"
+ACTIVITIES = (ACTIVE, INACTIVE, ABANDONED)
+
 
 # --------------------------------------------------------------------------- groups -> driver
 
@@ -290,6 +296,13 @@ class GroupSummary:
     ``rebalance_duration_sum_ms`` their sum). ``rebalance_timeout_ms`` is the longest of the
     members' rebalance timeouts in the group's records (None when none says), how long Kafka
     waits for members to rejoin.
+
+    ``activity`` is one of :data:`ACTIVITIES` as of ``as_of_ms`` ("" in summaries written before it);
+    ``last_member_ms`` (when a group without members last had some, as far as its records tell) and
+    ``last_commit_ms`` (its latest offset commit) are what it was judged on, None when unknown or, for
+    ``last_member_ms``, while the group has members. ``assigned_topics`` are the topics its members are
+    assigned or being assigned (KIP-848: current, target and pending revocation), None where that is not
+    known (no members, share and streams groups, a KIP-848 topic id without a name).
     """
 
     group: str
@@ -317,6 +330,10 @@ class GroupSummary:
     rebalance_durations: tuple[int, ...] = field(default=(), metadata=_counter("histogram"))
     rebalance_duration_sum_ms: int = field(default=0, metadata=_counter("total"))
     rebalance_timeout_ms: int | None = None
+    activity: str = ""
+    last_member_ms: int | None = None
+    last_commit_ms: int | None = None
+    assigned_topics: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -333,6 +350,8 @@ class GroupSummary:
                                   for m in d["members"])
         values["member_churn"] = tuple(MemberChurn(*entry) for entry in d["member_churn"])
         values["rebalance_durations"] = tuple(d.get("rebalance_durations") or ())
+        if d.get("assigned_topics") is not None:
+            values["assigned_topics"] = tuple(d["assigned_topics"])
         return cls(**values)
 
     @classmethod

@@ -6,6 +6,13 @@ from dataclasses import dataclass, field
 
 from streaming.settings import Config, positive, setting
 
+# A day without members and without a commit. Kafka keeps an Empty group's offsets for
+# offsets.retention.minutes (7 days by default) and a consumer commits every few seconds
+# (auto.commit.interval.ms 5 s) to minutes while it runs: a day of silence is thousands of missed
+# commits, long enough for a daily batch job between runs and for an outage to have been handled,
+# and leaves six of the seven days for the low-severity alert before Kafka deletes the offsets.
+DEFAULT_ABANDONED_AFTER_S = 24 * 3600.0
+
 
 @dataclass(frozen=True)
 class GroupsConfig(Config):
@@ -21,6 +28,11 @@ class GroupsConfig(Config):
     max_members_per_group: int | None = field(default=None, metadata=setting(
         "most members with their own series per group; the rest are left out and counted (default: no limit)",
         type=int))
+    abandoned_after_seconds: float = field(default=DEFAULT_ABANDONED_AFTER_S, metadata=setting(
+        "a group without members that has had none and committed nothing for this long is abandoned "
+        "(kafka_consumergroup_activity): it pages no more and gets one low-severity alert (keep it below "
+        "--group-ttl-seconds, or groups are forgotten first)", flag="--abandoned-after", type=float))
 
     def problems(self) -> list[str]:
-        return positive(self, "group_ttl_seconds", "expiry_sweep_seconds", "max_groups", "max_members_per_group")
+        return positive(self, "group_ttl_seconds", "expiry_sweep_seconds", "max_groups", "max_members_per_group",
+                        "abandoned_after_seconds")

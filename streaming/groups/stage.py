@@ -27,6 +27,7 @@ a replay needs.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -43,8 +44,10 @@ from streaming.groups.config import GroupsConfig
 from streaming.groups.fold import apply_record, drop_expired, learn_topic_names
 from streaming.groups.model import GroupSnapshot, referenced_topic_ids
 from streaming.groups.offsets import PartitionOffsets
-from streaming.groups.summary import summarize
+from streaming.groups.summary import DEFAULT_ABANDONED_AFTER_MS, summarize
 from streaming.protocol import (
+    ACTIVE,
+    INACTIVE,
     BatchInput,
     BatchResult,
     ClusterFacts,
@@ -60,6 +63,9 @@ from streaming.protocol import (
 _NAMES_NEEDED = (RecordType.CONSUMER_GROUP_METADATA, RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
 # Rows of a batch's commits turned into Python objects at a time (see GroupStage._apply_commits).
 COMMIT_CHUNK_ROWS = 1 << 16
+# A group without members is summarised again by commits alone once its latest commit is this much newer than the
+# one its last summary showed: its last commit series is right to a minute, at one summary a minute at most.
+SHOWN_COMMIT_SLACK_MS = 60_000
 
 
 @dataclass(slots=True)
@@ -91,10 +97,14 @@ class StageLimits:
     # Undecodable group records kept per batch: the dead-letter log keeps no more than its own
     # bound, so a batch of bad records must not build a list the size of the batch first.
     dead_letters: int = 1000
+    # Not a limit, but the stage's other setting from GroupsConfig: when a group without members is
+    # abandoned (streaming.groups.summary.activity).
+    abandoned_after_ms: int = DEFAULT_ABANDONED_AFTER_MS
 
     @classmethod
     def from_config(cls, config: GroupsConfig, dead_letters: int) -> StageLimits:
-        return cls(config.max_groups, config.max_members_per_group, dead_letters)
+        return cls(config.max_groups, config.max_members_per_group, dead_letters,
+                   int(config.abandoned_after_seconds * 1000))
 
 
 class GroupStage:
@@ -118,6 +128,11 @@ class GroupStage:
         self._names: dict[str, str | None] = {}
         self._timeouts: dict[str, GroupTimeouts] = {}
         self._replaying = False
+        # The activity and last commit each group's last summary showed, and when an inactive one turns abandoned
+        # if nothing happens (a heap of (deadline, group); an entry whose deadline is no longer the group's is stale).
+        self._activity: dict[str, tuple[str, int]] = {}
+        self._abandon_at: dict[str, int] = {}
+        self._deadlines: list[tuple[int, str]] = []
 
     @property
     def groups(self) -> set[str]:
@@ -360,12 +375,16 @@ class GroupStage:
             self.offsets.pop(group, None)
             self.members_dropped.pop(group, None)
             self._whole.pop(group, None)
+            self._activity.pop(group, None)
+            self._abandon_at.pop(group, None)
 
     def _forget(self, group: str, result: BatchResult) -> None:
         self.snapshots.pop(group, None)
         self.offsets.pop(group, None)
         self.members_dropped.pop(group, None)
         self._whole.pop(group, None)
+        self._activity.pop(group, None)
+        self._abandon_at.pop(group, None)
         result.changed.discard(group)
         result.folded.discard(group)
         result.removed.add(group)
@@ -417,8 +436,23 @@ class GroupStage:
                 for m in snapshot.consumer.members.values()}
 
     def changes(self, result: BatchResult, now_ms: int) -> list[GroupChange]:
-        """One change per group the batch changed, in group order (see :meth:`change`)."""
-        return [self.change(group, now_ms, whole=group in result.folded) for group in sorted(result.changed)]
+        """One change per group the batch changed, in group order (see :meth:`change`), and a whole one for each
+        group whose time to be called abandoned came without anything else changing it (:meth:`_turning`)."""
+        turning = self._turning(now_ms) - result.changed - result.removed
+        return [self.change(group, now_ms, whole=group in result.folded or group in turning)
+                for group in sorted(result.changed | turning)]
+
+    def _turning(self, now_ms: int) -> set[str]:
+        """Inactive groups whose ``--abandoned-after`` has run out by ``now_ms``: nothing wrote for them, so
+        only the clock changes their activity (series are rendered when a group changes, never at a scrape)."""
+        due: set[str] = set()
+        while self._deadlines and self._deadlines[0][0] <= now_ms:
+            deadline, group = heapq.heappop(self._deadlines)
+            if self._abandon_at.get(group) == deadline:
+                del self._abandon_at[group]
+                if group in self.snapshots or group in self.offsets:
+                    due.add(group)
+        return due
 
     def change(self, group: str, now_ms: int, whole: bool = True) -> GroupChange:
         """What the driver renders for ``group``: with its summary and assignments when ``whole`` (a group
@@ -429,15 +463,33 @@ class GroupStage:
             return GroupChange(group, None, committed, offsets.commits_total, offsets.last_commit_ms)
         summary = self.summary(group, now_ms)
         self._whole[group] = bool(summary.member_churn)
+        self._shown(group, summary.activity, summary.last_member_ms, summary.last_commit_ms)
         return GroupChange(group, summary, committed, offsets.commits_total, offsets.last_commit_ms,
                            self.assignments(group))
+
+    def _shown(self, group: str, activity: str, last_member_ms: int | None, last_commit_ms: int | None) -> None:
+        """Remember the activity a summary showed and, for an inactive group, when it turns abandoned."""
+        self._activity[group] = (activity, last_commit_ms or 0)
+        if activity != INACTIVE:
+            self._abandon_at.pop(group, None)
+            return
+        deadline = max(last_member_ms or 0, last_commit_ms or 0) + self.limits.abandoned_after_ms + 1
+        if self._abandon_at.get(group) != deadline:
+            self._abandon_at[group] = deadline
+            heapq.heappush(self._deadlines, (deadline, group))
 
     def _may_move(self, group: str, now_ms: int) -> bool:
         """Whether a group changed by commits alone still needs a summary: none was handed over yet, member
         churn was shown in the last one or a member change is inside its window now (the window slides),
-        or a KIP-848 topic id has no name yet (the cluster may know it by now)."""
+        the group had no members and its latest commit is :data:`SHOWN_COMMIT_SLACK_MS` newer than the one
+        shown (its last commit series, and an abandoned group a commit makes inactive), or a KIP-848 topic id
+        has no name yet (the cluster may know it by now)."""
         churning = self._whole.get(group)
         if churning is None or churning:
+            return True
+        shown, shown_commit = self._activity.get(group, (ACTIVE, 0))
+        offsets = self.offsets.get(group)
+        if shown != ACTIVE and offsets is not None and offsets.last_commit_ms - shown_commit > SHOWN_COMMIT_SLACK_MS:
             return True
         snapshot = self.snapshots.get(group)
         if snapshot is None:
@@ -448,7 +500,11 @@ class GroupStage:
     def summary(self, group: str, now_ms: int) -> GroupSummary:
         """The group's summary; past ``max_members_per_group`` only the first members by owner key
         are listed (what the member series come from), ``member_count`` stays the true count."""
-        summary = summarize(self._snapshot_for(group), now_ms)
+        snapshot = self._snapshot_for(group)
+        self._name_topics(snapshot)  # assigned topics are named ones
+        offsets = self.offsets.get(group)
+        summary = summarize(snapshot, now_ms, offsets.last_commit_ms if offsets else None,
+                            self.limits.abandoned_after_ms)
         limit = self.limits.max_members_per_group
         if limit is None or len(summary.members) <= limit:
             self.members_dropped.pop(group, None)

@@ -8,18 +8,26 @@ from collections.abc import Mapping
 
 from streaming.groups.boundary import CHURN_WINDOW_MS, imbalance_ratio
 from streaming.groups.classic import classic_leader
+from streaming.groups.config import DEFAULT_ABANDONED_AFTER_S
 from streaming.groups.consumer import preferred_assignor
 from streaming.groups.model import MEMBER_STATE_STABLE, Assignment, CurrentAssignment, GroupSnapshot, member_keys
 from streaming.groups.share_streams import other_state, share_partitions
 from streaming.protocol import (
+    ABANDONED,
+    ACTIVE,
     CONSUMER,
     DURATION_BUCKET_LABELS,
+    INACTIVE,
     MEMBER_CHURN_CAP,
     SHARE,
     GroupSummary,
     MemberChurn,
     MemberSummary,
 )
+
+DEFAULT_ABANDONED_AFTER_MS = int(DEFAULT_ABANDONED_AFTER_S * 1000)
+# Kafka's classic protocol type of consumers (the ones whose assignments name topic partitions).
+_CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 def group_state(snapshot: GroupSnapshot) -> str:
@@ -145,6 +153,57 @@ def member_churn(snapshot: GroupSnapshot, now_ms: int) -> tuple[MemberChurn, ...
     return tuple(MemberChurn(c, h, counts[(c, h)]) for c, h in ranked[:MEMBER_CHURN_CAP])
 
 
+def activity(member_count: int, last_member_ms: int | None, last_commit_ms: int | None, now_ms: int,
+             abandoned_after_ms: int) -> str:
+    """The group's :data:`~streaming.protocol.ACTIVITIES` label at ``now_ms``, said once here.
+
+    ``active``: it has members. ``inactive``: none, but it had members or committed within
+    ``abandoned_after_ms`` (every consumer crashed, a batch job between runs, a consumer that assigns its
+    partitions itself and only commits). ``abandoned``: neither for longer than that (a decommissioned
+    service, a renamed group id, a console consumer): Kafka keeps its offsets until
+    offsets.retention.minutes expires them, and nobody reads them."""
+    if member_count:
+        return ACTIVE
+    last = max(last_member_ms or 0, last_commit_ms or 0)
+    return ABANDONED if now_ms - last > abandoned_after_ms else INACTIVE
+
+
+def last_member(snapshot: GroupSnapshot) -> int | None:
+    """When a group without members last had some, as far as its records tell (None: it has members now,
+    or no record says). Classic groups: the state timestamp of the record that emptied the group (Kafka's
+    own base for expiring an Empty group's offsets, records of Kafka 2.1+), else that record's time; other
+    types: the group's last record, the one that emptied it."""
+    if member_keys(snapshot) or not snapshot.has_metadata:
+        return None
+    classic = snapshot.classic
+    if classic is not None and classic.state_timestamp_ms is not None and classic.state_timestamp_ms > 0:
+        return classic.state_timestamp_ms
+    return snapshot.last_seen_ms or None
+
+
+def assigned_topics(snapshot: GroupSnapshot) -> tuple[str, ...] | None:
+    """The topics the group's members are assigned (KIP-848: also those in a target assignment or pending
+    revocation, so a reconciling group keeps them), sorted; None where it is not known: no members, a
+    classic group of another protocol type than consumer, share and streams groups, or a KIP-848 topic id
+    without a known name."""
+    topics: set[str] = set()
+    if snapshot.classic is not None:
+        if snapshot.classic.protocol_type != _CONSUMER_PROTOCOL_TYPE:
+            return None
+        for m in snapshot.classic.members:
+            topics.update(topic for topic, parts in m.assigned.items() if parts)
+    elif snapshot.consumer is not None:
+        ids: set[str] = set()
+        for cm in snapshot.consumer.members.values():
+            for assignment in (cm.target or {}, *((cm.current.assigned, cm.current.pending_revocation)
+                                                   if cm.current else ())):
+                ids.update(topic for topic, parts in assignment.items() if parts)
+        if ids - snapshot.topic_names.keys():
+            return None
+        topics = {snapshot.topic_names[topic_id] for topic_id in ids}
+    return tuple(sorted(topics)) if topics else None
+
+
 def _cumulative(counts: Mapping[str, int]) -> tuple[int, ...]:
     """Cumulative counts per :data:`DURATION_BUCKET_LABELS` entry; () without observations."""
     if not counts:
@@ -152,8 +211,11 @@ def _cumulative(counts: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(itertools.accumulate(counts.get(label, 0) for label in DURATION_BUCKET_LABELS))
 
 
-def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
-    """The exporter's view of a group, taken at ``now_ms`` (the batch time)."""
+def summarize(snapshot: GroupSnapshot, now_ms: int, last_commit_ms: int | None = None,
+              abandoned_after_ms: int = DEFAULT_ABANDONED_AFTER_MS) -> GroupSummary:
+    """The exporter's view of a group, taken at ``now_ms`` (the batch time); ``last_commit_ms`` is the group's
+    latest offset commit (the stage keeps it beside the snapshot), what :func:`activity` weighs with its
+    members."""
     members = sorted(_member_summaries(snapshot), key=lambda m: (m.member, m.member_id))
     classic, consumer, other = snapshot.classic, snapshot.consumer, snapshot.other
     if other is not None:
@@ -170,6 +232,8 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
     imbalance = imbalance_ratio([m.assigned_partitions for m in members])
     if other is not None and other.group_type == SHARE:  # shared partitions: see streaming.groups.share_streams
         assigned, imbalance = share_partitions(other), None
+    emptied_ms = None if members else last_member(snapshot)
+    committed_ms = last_commit_ms or None
     return GroupSummary(
         group=snapshot.group,
         group_type=snapshot.group_type,
@@ -196,4 +260,8 @@ def summarize(snapshot: GroupSnapshot, now_ms: int) -> GroupSummary:
         rebalance_durations=_cumulative(snapshot.rebalance_durations),
         rebalance_duration_sum_ms=snapshot.rebalance_duration_sum_ms,
         rebalance_timeout_ms=rebalance_timeout(snapshot),
+        activity=activity(len(members), emptied_ms, committed_ms, int(now_ms), abandoned_after_ms),
+        last_member_ms=emptied_ms,
+        last_commit_ms=committed_ms,
+        assigned_topics=assigned_topics(snapshot) if members else None,
     )

@@ -73,6 +73,19 @@ GROUP_FAMILIES = (
            "Measurable part of each rebalance: classic = the sync phase (from the end of the join phase to the "
            "leader's assignment being stored; records of Kafka 2.1+); KIP-848 = from the group epoch bump to the "
            "target assignment catching up (members' reconciliation after it not included)."),
+    Family("kafka_consumergroup_activity", G,
+           "1 for what the group is doing (docs/how-it-works.md): active (it has members), inactive (none, but it had "
+           "members or committed within --abandoned-after) or abandoned (neither for longer: its offsets wait for "
+           "Kafka's offsets.retention.minutes)."),
+    Family("kafka_consumergroup_last_member_timestamp_seconds", G,
+           "Groups without members: when they last had members as far as their records tell (classic: the Empty "
+           "record's state timestamp, what Kafka counts offset retention from; other types: their last record)."),
+    Family("kafka_consumergroup_last_commit_timestamp_seconds", G,
+           "Groups without members: when they last committed an offset (to a minute)."),
+    Family("kafka_consumergroup_topic_assigned", G,
+           "Groups with members: 1 for a topic their members are assigned (KIP-848: or being assigned), 0 for one "
+           "they only hold old commits on (they stopped consuming it; the commits stay until they expire). Absent "
+           "where assignments name no topics (share and streams groups, other protocol types)."),
 )
 # Written by the advisor pass's thread (streaming/advisor/background.py), not with the group's other series.
 ADVISOR_FAMILY = Family("kafka_consumergroup_assignor_imbalance_ratio", G,
@@ -96,6 +109,7 @@ def group_lines(cluster: str, summary: GroupSummary, committed: Mapping[TopicPar
     ``kafka_exporter``, kafka_exporter's member count)."""
     lines = offset_lines(cluster, summary.group, committed, commits_total, per_partition)
     _summary_lines(lines, summary, member_mode)
+    _assigned_lines(lines, summary, committed)
     if kafka_exporter:
         compat.members_lines(lines, summary.group, summary.member_count)
     return lines
@@ -164,6 +178,22 @@ def _summary_lines(lines: Lines, s: GroupSummary, member_mode: str) -> None:
     if s.rebalance_durations:
         histogram(lines, _F["kafka_consumergroup_rebalance_duration_seconds"], (("group", s.group),),
                    s.rebalance_durations, s.rebalance_duration_sum_ms / 1000)
+    if s.activity:
+        add(_F["kafka_consumergroup_activity"], f'{g},activity="{s.activity}"', 1)
+    if s.last_member_ms is not None:
+        add(_F["kafka_consumergroup_last_member_timestamp_seconds"], g, s.last_member_ms / 1000)
+    if s.last_commit_ms is not None and not s.member_count:
+        add(_F["kafka_consumergroup_last_commit_timestamp_seconds"], g, s.last_commit_ms / 1000)
+
+
+def _assigned_lines(lines: Lines, s: GroupSummary, committed: Mapping[TopicPartition, int]) -> None:
+    """1 for each topic the members are assigned, 0 for each the group only committed (when assignments are known)."""
+    if s.assigned_topics is None:
+        return
+    assigned = set(s.assigned_topics)
+    g = f'group="{escape(s.group)}"'
+    for topic in sorted(assigned | {topic for topic, _ in committed}):
+        lines.add_text(_F["kafka_consumergroup_topic_assigned"], f'{g},topic="{escape(topic)}"', int(topic in assigned))
 
 
 def histogram(lines: Lines, family: Family, labels: tuple[tuple[str, str], ...], cumulative: tuple[int, ...],

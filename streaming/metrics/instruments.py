@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from decoders.records import RECORD_TYPE_NAMES
+from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.tracker import LagTracker
 from streaming.protocol import TopicPartition
 
@@ -30,7 +31,7 @@ class JobMetrics:
     them once :meth:`observe_batch` has named them).
     """
 
-    def __init__(self, cluster: str, tracker: LagTracker) -> None:
+    def __init__(self, cluster: str, tracker: LagTracker, lag_poll_seconds: float = DEFAULT_INTERVAL_S) -> None:
         self.cluster = cluster
         self.tracker = tracker
         self.registry = r = CollectorRegistry(auto_describe=False)
@@ -91,6 +92,10 @@ class JobMetrics:
         self.ready = Gauge("rebalance_monitor_ready",
                            "1 once the job has caught up with the offsets topic since its query last started "
                            "(what /-/ready answers), else 0.", labels, registry=r)
+        self.lag_poll_interval = Gauge("rebalance_monitor_lag_poll_interval_seconds",
+                                       "The configured --lag-poll-seconds: what LagPollerStalled measures a silent "
+                                       "lag poller against.", labels, registry=r)
+        self.lag_poll_interval.labels(cluster).set(lag_poll_seconds)
         self._lock = threading.Lock()
         self._processed: dict[TopicPartition, int] = {}
         self.batch_seen = False  # a batch completed in this process (until then input lag counts from the start)

@@ -91,6 +91,8 @@ EXPORTED = frozenset({
     "rebalance_monitor_live_requests_total", "rebalance_monitor_live_poll_errors_total",
     "rebalance_monitor_live_poll_duration_seconds", "rebalance_monitor_live_last_poll_timestamp_seconds",
     "rebalance_monitor_unresolved_topic_ids_total",
+    "kafka_consumergroup_activity", "kafka_consumergroup_last_member_timestamp_seconds",
+    "kafka_consumergroup_last_commit_timestamp_seconds", "kafka_consumergroup_topic_assigned",
 })
 HISTOGRAMS = frozenset({"rebalance_monitor_batch_duration_seconds", "kafka_consumergroup_rebalance_duration_seconds"})
 # The live-state, retention and health families (streaming/metrics/live.py) that rules use and the
@@ -106,7 +108,7 @@ REQUIRED_ALERTS = {
     "AssignmentImbalance", "ConsumerGroupLagSecondsHigh", "GroupStuckReconciling", "MonitorStalled",
     "MonitorFallingBehind", "MonitorDecodeErrors", "LagPollerStalled", "LagPollErrors",
     "OffsetsTopicPartitionFrozen", "MonitorQueryRestarting", "MonitorDown", "MonitorAbsent",
-    "MonitorSeriesDropped", "MonitorGroupsDropped", "MonitorMembersDropped",
+    "MonitorSeriesDropped", "MonitorGroupsDropped", "MonitorMembersDropped", "ConsumerGroupAbandoned",
 }
 # Who acts on an alert (deploy/alertmanager/alertmanager.yml routes and inhibits by it).
 SCOPES = {"group", "cluster", "monitor"}
@@ -274,7 +276,8 @@ def test_alerts_have_severity_and_annotations() -> None:
     alerts = rule_blocks(without_comments(RULES.read_text()), "alert")
     assert {name for name, _ in alerts} >= REQUIRED_ALERTS
     for name, block in alerts:
-        assert re.search(r"^\s+severity: (critical|warning)$", block, re.M), f"{name}: severity"
+        # info: a group alert that wakes nobody (ConsumerGroupAbandoned)
+        assert re.search(r"^\s+severity: (critical|warning|info)$", block, re.M), f"{name}: severity"
         scope = re.search(r"^\s+scope: (\w+)$", block, re.M)
         assert scope and scope.group(1) in SCOPES, f"{name}: scope label, one of {sorted(SCOPES)}"
         assert re.search(r"^\s+summary:", block, re.M), f"{name}: summary"

@@ -35,7 +35,11 @@ MAY_BE_EMPTY = {"rebalance_monitor_decode_errors_total", "kafka_consumergroup_la
                 "rebalance_monitor_unresolved_topic_ids_total",
                 "kafka_consumergroup_rebalancing_since_timestamp_seconds", "kafka_consumergroup_member_epoch_lag",
                 "kafka_consumergroup_member_unreconciled_partitions",
-                "kafka_consumergroup_retention_deadline_timestamp_seconds"}
+                "kafka_consumergroup_retention_deadline_timestamp_seconds",
+                # Groups without members only, and committed topics outside an assignment: none here.
+                "kafka_consumergroup_last_commit_timestamp_seconds",
+                "kafka_consumergroup_last_member_timestamp_seconds",
+                "kafka_consumergroup_topic_assigned"}
 
 
 def filled(expr: str) -> str:

@@ -61,7 +61,8 @@ EXPOSED = {
     "kafka_consumergroup_rebalance_timeout_seconds", "kafka_consumergroup_retention_margin_records",
     "kafka_consumergroup_min_retention_margin_records", "kafka_consumergroup_records_lost_total",
     "kafka_consumergroup_health", "kafka_consumergroup_member_epoch_lag",
-    "kafka_consumergroup_member_unreconciled_partitions",
+    "kafka_consumergroup_member_unreconciled_partitions", "kafka_consumergroup_activity",
+    "kafka_consumergroup_topic_assigned",
 }
 @pytest.fixture
 def exporter() -> Publisher:
