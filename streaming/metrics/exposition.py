@@ -237,7 +237,7 @@ RESERVED_LABELS = frozenset({
     "cluster", "group", "topic", "partition", "member", "client_id", "client_host", "consumergroup", "state",
     "group_type", "protocol_type", "protocol", "leader", "assignor", "cause", "how", "method", "status", "reason",
     "type", "api", "record_type", "limit", "area", "kind", "gc", "version", "python_version", "spark_version",
-    "java_version", "le", "quantile", "job", "instance",
+    "java_version", "activity", "le", "quantile", "job", "instance",
 })
 
 

@@ -62,7 +62,7 @@ EXPOSED = {
     "kafka_consumergroup_min_retention_margin_records", "kafka_consumergroup_records_lost_total",
     "kafka_consumergroup_health", "kafka_consumergroup_member_epoch_lag",
     "kafka_consumergroup_member_unreconciled_partitions", "kafka_consumergroup_activity",
-    "kafka_consumergroup_topic_assigned",
+    "kafka_consumergroup_topic_assigned", "rebalance_monitor_lag_poll_interval_seconds",
 }
 @pytest.fixture
 def exporter() -> Publisher:
