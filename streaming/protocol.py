@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from enum import IntEnum
 from typing import Any, NamedTuple, Protocol
@@ -395,6 +395,32 @@ class GroupChange:
     commits_total: int = 0
     last_commit_ms: int = 0
     assignments: Mapping[str, Sequence[TopicPartition]] | None = None
+
+
+# --------------------------------------------------------------------------- lag -> metrics
+
+
+@dataclass(frozen=True)
+class OffsetsTopicGap:
+    """A partition of the offsets topic: high watermark − last stable offset, and since when
+    the last stable offset has sat still while that gap was open (a lower bound on the age
+    of the transaction holding it)."""
+
+    gap: int
+    stuck_since: float | None
+
+
+class SourceOffsets(Protocol):
+    """The source topic's log offsets as the lag poller samples them, for the job's input lag
+    (implemented by :class:`streaming.lag.tracker.LagTracker`)."""
+
+    def set_watched(self, partitions: Iterable[TopicPartition]) -> None:
+        """Sample these partitions' log offsets too (the job's source partitions)."""
+        ...
+
+    def log_range(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(log start, log end) of a fresh sample of the partition; None without one."""
+        ...
 
 
 # --------------------------------------------------------------------------- cluster -> groups

@@ -25,7 +25,7 @@ from typing import Literal, NamedTuple
 
 from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.history import LogEndRing, appended_at
-from streaming.protocol import TopicPartition
+from streaming.protocol import OffsetsTopicGap, TopicPartition
 
 Lookup = tuple[TopicPartition, int]  # a partition and the committed offset to read at
 SecondsMethod = Literal["timestamp", "interpolated"]
@@ -83,16 +83,6 @@ class RecordTime:
 
     timestamp_ms: int | None
     log_end: int
-
-
-@dataclass(frozen=True)
-class OffsetsTopicGap:
-    """A partition of the offsets topic: high watermark − last stable offset, and since when
-    the last stable offset has sat still while that gap was open (a lower bound on the age
-    of the transaction holding it)."""
-
-    gap: int
-    stuck_since: float | None
 
 
 class LagTracker:
@@ -261,6 +251,11 @@ class LagTracker:
             seconds = None if since is None else max(0.0, now - since)
             return PartitionLag(offsets.log_end - committed, offsets.log_end, offsets.log_start,
                                 seconds, method, now - offsets.sampled_at, since=since, truncated=truncated)
+
+    def log_range(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(log start, log end) of the partition's fresh sample; None without one (the job's input lag)."""
+        found = self.lag_uncommitted(topic, partition)
+        return None if found is None else (found.log_start, found.log_end)
 
     def lag_uncommitted(self, topic: str, partition: int) -> PartitionLag | None:
         """Lag of an assigned partition with no commit: log end − log start, the records a

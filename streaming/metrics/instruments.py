@@ -13,8 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 
 from decoders.records import RECORD_TYPE_NAMES
 from streaming.lag.config import DEFAULT_INTERVAL_S
-from streaming.lag.tracker import LagTracker
-from streaming.protocol import TopicPartition
+from streaming.protocol import SourceOffsets, TopicPartition
 
 disable_created_metrics()  # one *_created series per counter child doubles the job's lines for nothing used
 
@@ -27,13 +26,13 @@ BATCH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0
 class JobMetrics:
     """The job's instruments, and the input lag: how far the job is behind its source topic.
 
-    Input lag reads the source partitions' log ends from ``tracker`` (the lag poller polls
-    them once :meth:`observe_batch` has named them).
+    Input lag reads the source partitions' log ends from ``source`` (the lag tracker: the lag poller
+    samples them once :meth:`observe_batch` has named them).
     """
 
-    def __init__(self, cluster: str, tracker: LagTracker, lag_poll_seconds: float = DEFAULT_INTERVAL_S) -> None:
+    def __init__(self, cluster: str, source: SourceOffsets, lag_poll_seconds: float = DEFAULT_INTERVAL_S) -> None:
         self.cluster = cluster
-        self.tracker = tracker
+        self.source = source
         self.registry = r = CollectorRegistry(auto_describe=False)
         labels = ["cluster"]
         self.records = Counter("rebalance_monitor_records", "__consumer_offsets records decoded, by record type.",
@@ -137,7 +136,7 @@ class JobMetrics:
         self.last_progress = finished_at
         with self._lock:
             if processed.keys() - self._processed.keys():
-                self.tracker.set_watched(processed.keys() | self._processed.keys())
+                self.source.set_watched(processed.keys() | self._processed.keys())
             self._processed.update(processed)
             self.batch_seen = True
         self.refresh_input_lag(finished_at)
@@ -150,7 +149,7 @@ class JobMetrics:
             if self.batch_seen or not offsets:
                 return
             if offsets.keys() != self._processed.keys():
-                self.tracker.set_watched(offsets.keys())
+                self.source.set_watched(offsets.keys())
             self._processed = dict(offsets)
         self.refresh_input_lag(now)
 
@@ -172,9 +171,10 @@ class JobMetrics:
         with self._lock:
             behind = 0
             for (topic, partition), processed in self._processed.items():
-                found = self.tracker.lag_uncommitted(topic, partition)
+                found = self.source.log_range(topic, partition)
                 if found is not None:  # below the log start (a -2 "earliest" marker, deleted records): none wait
-                    behind += max(0, found.log_end - max(processed, found.log_start))
+                    log_start, log_end = found
+                    behind += max(0, log_end - max(processed, log_start))
             newest = self._newest_record_s
         self.records_behind = behind
         self.input_lag_records.labels(self.cluster).set(behind)

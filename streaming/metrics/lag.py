@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from streaming.lag.book import GroupLag, Row
-from streaming.lag.tracker import OffsetsTopicGap
 from streaming.metrics import compat
 from streaming.metrics.exposition import Family, Lines
 from streaming.metrics.groups import MemberLabels, member_labels
 from streaming.metrics.live import HEALTH, RETENTION_FAMILIES, retention_lines
-from streaming.protocol import GroupSummary, TopicPartition
+from streaming.protocol import GroupSummary, OffsetsTopicGap, TopicPartition
 
 G, C = "gauge", "counter"
 

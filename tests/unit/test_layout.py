@@ -93,3 +93,10 @@ def test_the_driver_renders_what_the_group_stage_hands_over() -> None:
 
 def test_the_job_is_wired_by_constructors() -> None:
     assert "add_" not in (ROOT / "job.py").read_text()
+
+
+def test_the_metrics_stage_holds_no_lag_tracker() -> None:
+    """It renders what it is handed: the lag book's rows, a refresh's log ends, the source's offsets through
+    the SourceOffsets protocol."""
+    holding = {p.name for p, text in sources("metrics").items() if "LagTracker" in text or "lag.tracker" in text}
+    assert not holding, holding

@@ -65,7 +65,8 @@ class QueryStandIn:
 
 
 def test_the_watcher_feeds_each_batch_once_in_order_and_idle_triggers(caplog: pytest.LogCaptureFixture) -> None:
-    metrics = JobMetrics("c", LagTracker())
+    tracker = LagTracker()
+    metrics = JobMetrics("c", tracker)
     report = BatchReport(4, Counter({1: 80, 2: 10}), Counter({"truncated_value": 2}), groups=4, rebalances=1,
                          collect_seconds=0.4, fold_seconds=0.2)
     query = QueryStandIn()
@@ -83,7 +84,7 @@ def test_the_watcher_feeds_each_batch_once_in_order_and_idle_triggers(caplog: py
     assert sample(metrics, "rebalance_monitor_skipped_offsets_total") == 10
     # The batch's end: Spark's trigger time (2026-11-24T00:00:00Z) plus its duration.
     assert sample(metrics, "rebalance_monitor_last_batch_timestamp_seconds") == 1_795_478_400 + 1.5
-    assert metrics.tracker.partitions() == {("t", 0)}  # the source partition is now polled for input lag
+    assert tracker.partitions() == {("t", 0)}  # the source partition is now polled for input lag
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
     assert [line.split(":")[0] for line in lines] == ["batch 3", "batch 4"]
     assert lines[1].startswith("batch 4: 90 records [t1=80 t2=10] errors=2 groups=4 rebalances=1")
