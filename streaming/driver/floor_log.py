@@ -171,7 +171,7 @@ class FloorLog:
             position = newest_record_ms if position is None else max(position, newest_record_ms)
         if not changes and (batch_id is None or position == self._position):
             return False
-        if not self._query_known:
+        if batch_id is not None and not self._query_known:  # Spark wrote it before the query's first batch
             self._query, self._query_known = _query_id(self.spark), True
         rows = self._rows + len(changes)
         full = rows >= max(self.compact_min_rows, self.compact_factor * len(floors)) or (
@@ -179,7 +179,7 @@ class FloorLog:
         if full:
             changes = floors.everything()
         self._seq += 1
-        header = {"v": VERSION, "full": full, "query": self._query, "batch": batch_id,
+        header = {"v": VERSION, "full": full, "query": self._query if batch_id is not None else None, "batch": batch_id,
                   "newest_record_ms": position if batch_id is not None else None,
                   "counters": [name for name, _ in SUMMARY_COUNTERS]}
         body = {"shown": {g: [_json(v) for v in counters] for g, counters in changes.shown.items()},

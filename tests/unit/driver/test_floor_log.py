@@ -89,3 +89,14 @@ def test_the_position_is_the_committed_batchs_of_this_spark_query(tmp_path: Path
     assert data_position_ms(tmp_path) == 7_000  # the re-run's, written later
     spark_query(tmp_path, "22222222-2222-2222-2222-222222222222")  # a rebuilt checkpoint: a new query
     assert data_position_ms(tmp_path) is None
+
+
+def test_a_write_before_the_query_started_does_not_hide_its_batches_positions(tmp_path: Path) -> None:
+    floors, log = CounterFloors(), FloorLog(tmp_path)
+    log.restored(None)  # a new checkpoint: Spark has not written its query id yet
+    floors.hold(summary("a", 3), 7)
+    assert log.write(None, None, floors)  # floors a restore raised
+    spark_query(tmp_path, "33333333-3333-3333-3333-333333333333")  # the query starts
+    log.write(0, 8_000, floors)
+    committed_batch(tmp_path, 0, 100)
+    assert data_position_ms(tmp_path) == 8_000
