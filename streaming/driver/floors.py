@@ -58,7 +58,8 @@ class CounterFloors:
         self._keeping = False
 
     def __len__(self) -> int:
-        return len(self._shown.keys() | self._commits.keys())
+        """Groups with floors (a whole hold gives a group both kinds: no union of the keys on every batch)."""
+        return max(len(self._shown), len(self._commits))
 
     def hold(self, summary: GroupSummary, commits_total: int) -> tuple[GroupSummary, int]:
         """``summary`` and ``commits_total`` with every counter at least what was last published."""
