@@ -9,8 +9,10 @@ before it publishes anything. Each write holds only the groups whose floors rose
 last one; once those add up to twice the floors held (or :data:`COMPACT_FILES` files), one write holds
 every floor and the older files go. Files are written whole (temporary name, ``fsync``, rename,
 ``fsync`` of the directory) and read in order: the newest complete one holding everything, then the
-later ones. A rebuild (:mod:`streaming.driver.rebuild`) leaves this directory alone: the rebuilt
-fold's counts below a floor show the floor.
+later ones. A rebuild (:mod:`streaming.driver.rebuild`) leaves this directory alone, and the
+rebase it starts (each group's counters start again from its floors at its first hold, see
+:mod:`streaming.driver.floors`) is written the same way: the rebuild itself, each group's rebase
+as it happens, and in a file holding everything the groups still to be rebased.
 
 **Data position.** Each write also says which batch it was for, of which Spark query (the id in
 Spark's checkpoint ``metadata``: a rebuilt checkpoint has a new one), and the newest record time
@@ -133,6 +135,8 @@ class FloorLog:
                 start = i
         shown: dict[str, tuple[Any, ...]] = {}
         commits: dict[str, int] = {}
+        rebased: dict[str, tuple[tuple[Any, ...], int]] = {}
+        pending: set[str] = set()
         for _, file in entries[start:]:
             try:
                 with file.open() as f:
@@ -143,15 +147,29 @@ class FloorLog:
             if head.get("full"):
                 shown.clear()
                 commits.clear()
+                rebased.clear()
+                pending = set(body.get("pending", ()))
             for group in body.get("forgotten", ()):
                 shown.pop(group, None)
                 commits.pop(group, None)
+                rebased.pop(group, None)
+                pending.discard(group)
             index = {name: i for i, name in enumerate(head.get("counters", ()))}
+
+            def counters(values: list[Any], index: dict[str, int] = index) -> tuple[Any, ...]:
+                return tuple(_value(kind, values[index[name]] if name in index else _EMPTY[kind])
+                             for name, kind in SUMMARY_COUNTERS)
+
             for group, values in body.get("shown", {}).items():
-                shown[group] = tuple(_value(kind, values[index[name]] if name in index else _EMPTY[kind])
-                                     for name, kind in SUMMARY_COUNTERS)
+                shown[group] = counters(values)
             commits.update(body.get("commits", {}))
-        floors.load(shown, commits)
+            if body.get("rebuilt"):
+                pending = set(shown) | set(commits)
+                rebased.clear()
+            for group, (offsets, commits_offset) in body.get("rebased", {}).items():
+                rebased[group] = (counters(offsets), commits_offset)
+                pending.discard(group)
+        floors.load(shown, commits, rebased, pending)
         self._rows, self._files = 0, len(entries) - start
         return len(shown.keys() | commits.keys())
 
@@ -182,8 +200,13 @@ class FloorLog:
         header = {"v": VERSION, "full": full, "query": self._query if batch_id is not None else None, "batch": batch_id,
                   "newest_record_ms": position if batch_id is not None else None,
                   "counters": [name for name, _ in SUMMARY_COUNTERS]}
-        body = {"shown": {g: [_json(v) for v in counters] for g, counters in changes.shown.items()},
-                "commits": changes.commits, "forgotten": sorted(changes.forgotten)}
+        body: dict[str, Any] = {
+            "shown": {g: [_json(v) for v in counters] for g, counters in changes.shown.items()},
+            "commits": changes.commits, "forgotten": sorted(changes.forgotten), "rebuilt": changes.rebuilt,
+            "rebased": {g: [[_json(v) for v in offsets], commits_offset]
+                        for g, (offsets, commits_offset) in changes.rebased.items()}}
+        if changes.pending is not None:
+            body["pending"] = sorted(changes.pending)
         target = self._write(f"floors-{self._seq:012d}.jsonl", header, body)
         if batch_id is not None:
             self._position = position

@@ -127,7 +127,7 @@ class QueryRunner:
         reloaded from the state of the last committed batch, whatever a failed batch left in memory."""
         self.publisher.instruments.query_restarts.labels(self.publisher.cluster).inc()
         if self._check_checkpoint() and self.sink is not None:
-            # Shown from the state set aside: the replay shows them anew, its counts below the floors as the floors.
+            # Shown from the state set aside: the replay shows them anew, starting from their floors.
             with self.publisher.floors.kept():
                 for group in sorted(self.sink.stage.groups):
                     self.publisher.remove(group)
@@ -163,6 +163,8 @@ class QueryRunner:
         dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
                                      self.source.dead_letter_max)
         self.floor_log.restored(last_committed)
+        if last_committed is None:  # rebuilt (or a Spark checkpoint removed by hand): the topic read from its start
+            self.publisher.floors.rebuilt()  # each group's counters start again from its floors
         self.sink = self.make_sink(stage, self.state_store, dead_letters, publish)
         self.sink.floor_log = self.floor_log
         # Floors the restored state raised (a checkpoint older than its floors): the state shows them again after a

@@ -35,7 +35,7 @@ def test_floors_survive_a_process_restart(tmp_path: Path) -> None:
     assert json.loads((floors_dir(tmp_path) / "floors-000000000002.jsonl").read_text().splitlines()[1]) == {
         "shown": {"a": json.loads(json.dumps(list(floors.everything().shown["a"]))),
                   "c": json.loads(json.dumps(list(floors.everything().shown["c"])))},
-        "commits": {"a": 9, "c": 1}, "forgotten": ["b"]}  # only what rose or went
+        "commits": {"a": 9, "c": 1}, "forgotten": ["b"], "rebuilt": False, "rebased": {}}  # only what rose or went
 
     again = CounterFloors()  # a new process
     assert FloorLog(tmp_path).load(again) == 2

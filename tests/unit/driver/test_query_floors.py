@@ -1,5 +1,6 @@
 """The query runner's restore and restart paths with the floors on disk: loaded once before anything is shown,
-kept through a rebuild (in process or at a new start), so the rebuilt fold shows no increase until it passes them."""
+kept through a rebuild (in process or at a new start), from which the rebuilt fold's counters start again: no burst,
+no reset, and the group's next rebalance shows at once."""
 
 from __future__ import annotations
 
@@ -69,8 +70,7 @@ def shown(publisher: Publisher) -> float | None:
     return next(iter(found.values())) if found else None
 
 
-def test_a_rebuild_in_process_keeps_the_floors_and_the_fold_shows_no_increase_until_it_passes_them(
-        tmp_path: Path) -> None:
+def test_after_a_rebuild_in_process_the_counters_start_again_from_the_floors(tmp_path: Path) -> None:
     query = runner(tmp_path, NOW)
     query.start()
     run(query, range(1, 5), 0, NOW)  # generations 1-4: 3 rebalances
@@ -82,11 +82,15 @@ def test_a_rebuild_in_process_keeps_the_floors_and_the_fold_shows_no_increase_un
     for number in range(10, 15):  # the compacted topic's replay: a baseline, then the group's own rebalances
         run(query, range(number, number + 1), number - 10, NOW + 7200)
         seen.append(shown(query.publisher))
-    assert seen == [3, 3, 3, 3, 4]  # held at the floor until the fold's own count (0, 1, 2, 3, 4) passes it
+    # The fold counts 0 (its baseline), 1, 2, 3, 4: shown from the floor on, with every rebalance of its own. Held
+    # at the floor instead (no rebase), it read 3, 3, 3, 3, 4: the group's rebalances unseen until the fold passed it.
+    assert seen == [3, 4, 5, 6, 7]
 
-    again = runner(tmp_path, NOW + 7300)  # and a new process after it: the floors come back from disk
+    again = runner(tmp_path, NOW + 7300)  # and a new process after it: the floors and the rebase come back from disk
     again.start()
-    assert shown(again.publisher) == 4
+    assert shown(again.publisher) == 7
+    run(again, range(15, 16), 5, NOW + 7300)
+    assert shown(again.publisher) == 8
 
 
 def test_a_rebuild_at_a_new_start_keeps_the_floors(tmp_path: Path) -> None:
@@ -98,5 +102,7 @@ def test_a_rebuild_at_a_new_start_keeps_the_floors(tmp_path: Path) -> None:
     later = runner(tmp_path, NOW + 7200)
     later.start()  # set aside: too old
     assert not (tmp_path / "spark").exists() and shown(later.publisher) is None
-    run(later, range(20, 22), 0, NOW + 7200)  # a baseline and one rebalance of the rebuilt fold
+    run(later, range(20, 21), 0, NOW + 7200)  # the rebuilt fold's baseline: the floor, not a reset
     assert shown(later.publisher) == 3
+    run(later, range(21, 22), 1, NOW + 7200)  # its first rebalance: one more
+    assert shown(later.publisher) == 4
