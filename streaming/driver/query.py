@@ -107,6 +107,8 @@ class QueryRunner:
         self.topic_names = topic_names
         self.state_store = StateStore(driver.monitor_dir / "state")
         self.floor_log = FloorLog(driver.checkpoint_dir)
+        if checkpoint_check is not None:
+            checkpoint_check.before_set_aside = self._rebuilding
         self.sink: BatchSink | None = None
         self.query: Any = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
@@ -116,9 +118,9 @@ class QueryRunner:
 
     def start(self) -> None:
         validate_group_patterns(self.source, self.spark)
-        self._check_checkpoint()
         loaded = self.floor_log.load(self.publisher.floors)  # before anything is shown; a rebuild keeps them
         log.info("loaded the counter floors of %d groups", loaded)
+        self._check_checkpoint()
         self._restore(publish=True)
         self._start_query()
 
@@ -133,6 +135,12 @@ class QueryRunner:
                     self.publisher.remove(group)
         self._restore(publish=False)  # what is shown already is at least as new (see BatchSink)
         self._start_query()
+
+    def _rebuilding(self) -> None:
+        """The checkpoint is about to be set aside: each group's counters start again from its floors at its first
+        sight in the replay, written down before the checkpoint goes."""
+        self.publisher.floors.rebuilt()
+        self.floor_log.write(None, None, self.publisher.floors)
 
     def _check_checkpoint(self) -> bool:
         """Set a checkpoint too old to resume from aside (see :mod:`streaming.driver.rebuild`); True if it was."""
@@ -163,8 +171,6 @@ class QueryRunner:
         dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
                                      self.source.dead_letter_max)
         self.floor_log.restored(last_committed)
-        if last_committed is None:  # rebuilt (or a Spark checkpoint removed by hand): the topic read from its start
-            self.publisher.floors.rebuilt()  # each group's counters start again from its floors
         self.sink = self.make_sink(stage, self.state_store, dead_letters, publish)
         self.sink.floor_log = self.floor_log
         # Floors the restored state raised (a checkpoint older than its floors): the state shows them again after a

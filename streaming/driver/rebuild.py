@@ -70,11 +70,14 @@ class CheckpointCheck:
     when the checkpoint is older than the limit, discards it."""
 
     def __init__(self, checkpoint_dir: Path, limit: Callable[[], RebuildLimit], instruments: JobMetrics,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, before_set_aside: Callable[[], None] | None = None) -> None:
         self.checkpoint_dir = checkpoint_dir
         self.limit = limit
         self.instruments = instruments
         self.clock = clock
+        # Told before the checkpoint goes (the counters' floors mark the rebuild, see streaming.driver.floors): a
+        # kill in between sets the checkpoint aside again at the next start, and tells it again.
+        self.before_set_aside = before_set_aside
         self._known: RebuildLimit | None = None  # read once: a restart while the cluster is away still has it
 
     def run(self) -> bool:
@@ -111,5 +114,7 @@ class CheckpointCheck:
         return True
 
     def _set_aside(self) -> None:
+        if self.before_set_aside is not None:
+            self.before_set_aside()
         # The event log's run is the Spark checkpoint's query id: the rebuilt query gets a new one.
         discard(self.checkpoint_dir)

@@ -106,3 +106,18 @@ def test_a_rebuild_at_a_new_start_keeps_the_floors(tmp_path: Path) -> None:
     assert shown(later.publisher) == 3
     run(later, range(21, 22), 1, NOW + 7200)  # its first rebalance: one more
     assert shown(later.publisher) == 4
+
+
+def test_a_kill_before_a_new_checkpoints_first_commit_is_no_rebuild(tmp_path: Path) -> None:
+    """Only a checkpoint set aside starts the counters again from the floors: a new checkpoint whose first batch was
+    published and never committed runs a longer first batch after the restart, and shows what a clean run shows."""
+    query = runner(tmp_path, NOW)
+    query.start()
+    assert query.sink is not None
+    query.sink.handle(batch([generation("g", 1, {"m1": {"t": [0]}}), generation("g", 2, {"m1": {"t": [1]}})], 0), 0)
+    assert shown(query.publisher) == 1  # killed here: nothing committed
+    again = runner(tmp_path, NOW + 60)
+    again.start()
+    assert again.sink is not None
+    again.sink.handle(batch([generation("g", n, {"m1": {"t": [n % 2]}}) for n in (1, 2, 3)], 0), 0)  # planned anew
+    assert shown(again.publisher) == 2  # as a clean run's; rebased, it read 1 + (2 - 2) = 1
