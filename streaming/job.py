@@ -38,6 +38,7 @@ from streaming.cluster.client import (
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.driver.config import DRIVER_JAVA_OPTIONS, STOP_SECONDS, driver_java_options
+from streaming.driver.floor_log import FloorLog
 from streaming.driver.health import Health, launched_jvm_status, query_verdict
 from streaming.driver.lag_render import ScrapeText
 from streaming.driver.progress import ProgressWatcher, checkpoint_progress_time, checkpoint_start_offsets
@@ -114,9 +115,10 @@ class Monitor:
             lambda: describe_delete_retention(options.kafka.bootstrap_servers, client_config, topic), topic),
             self.instruments)
 
-        def make_sink(stage: GroupStage, store: StateStore, dead_letters: DeadLetterLog, publish: bool) -> BatchSink:
+        def make_sink(stage: GroupStage, store: StateStore, dead_letters: DeadLetterLog, publish: bool,
+                      floor_log: FloorLog) -> BatchSink:
             return BatchSink(options.groups, stage, store, self.publisher, self.event_log, dead_letters,
-                             self.topic_names, publish_restored=publish)
+                             self.topic_names, publish_restored=publish, floor_log=floor_log)
 
         self.runner = QueryRunner(spark, options.driver, options.source, options.kafka,
                                   StageLimits.from_config(options.groups, options.source.dead_letter_max), make_sink,

@@ -4,8 +4,10 @@ Each start first reloads the group stage from the state of the last batch Spark 
 (:meth:`streaming.groups.store.StateStore.load`) and publishes it, so ``/metrics`` serves
 every group before the first batch, and a restart after a failure resumes exactly as a new
 process would. Before that, a checkpoint too old to resume from is set aside and the query reads
-the topic from its beginning (:mod:`streaming.driver.rebuild`). Failures reach Spark as one short
-line (see :func:`short_errors`).
+the topic from its beginning (:mod:`streaming.driver.rebuild`). The counters' floors
+(:mod:`streaming.driver.floor_log`) are loaded once, before the first publish, and outlive both a
+restart and a rebuild: nothing shown steps back. Failures reach Spark as one short line (see
+:func:`short_errors`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from streaming.cluster.metadata import TopicNames
 from streaming.decode.config import SourceConfig
 from streaming.decode.source import decoded_stream, excluded_groups, validate_group_patterns
 from streaming.driver.config import DriverConfig
+from streaming.driver.floor_log import FloorLog
 from streaming.driver.health import Health
 from streaming.driver.publish import Publisher
 from streaming.driver.rebuild import CheckpointCheck
@@ -35,8 +38,8 @@ from streaming.protocol import BatchReport
 log = logging.getLogger("rebalance_monitor")
 
 # What the runner builds the sink with after each restore: the restored stage, its store, the dead-letter
-# log and whether to publish the restored state (see BatchSink).
-SinkFactory = Callable[[GroupStage, StateStore, DeadLetterLog, bool], BatchSink]
+# log, whether to publish the restored state (see BatchSink) and the floor log the sink writes first.
+SinkFactory = Callable[[GroupStage, StateStore, DeadLetterLog, bool, FloorLog], BatchSink]
 
 # Spark runs a regex that recurses once per character over a failed foreachBatch's error (see
 # short_errors); on a default thread stack it overflowed at 2,000 characters.
@@ -103,6 +106,9 @@ class QueryRunner:
         self.event_log = event_log
         self.topic_names = topic_names
         self.state_store = StateStore(driver.monitor_dir / "state")
+        self.floor_log = FloorLog(driver.checkpoint_dir)
+        if checkpoint_check is not None:
+            checkpoint_check.before_set_aside = self._rebuilding
         self.sink: BatchSink | None = None
         self.query: Any = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
@@ -112,6 +118,8 @@ class QueryRunner:
 
     def start(self) -> None:
         validate_group_patterns(self.source, self.spark)
+        loaded = self.floor_log.load(self.publisher.floors)  # before anything is shown; a rebuild keeps them
+        log.info("loaded the counter floors of %d groups", loaded)
         self._check_checkpoint()
         self._restore(publish=True)
         self._start_query()
@@ -121,10 +129,18 @@ class QueryRunner:
         reloaded from the state of the last committed batch, whatever a failed batch left in memory."""
         self.publisher.instruments.query_restarts.labels(self.publisher.cluster).inc()
         if self._check_checkpoint() and self.sink is not None:
-            for group in sorted(self.sink.stage.groups):  # shown from the state set aside: the replay shows them anew
-                self.publisher.remove(group)
+            # Shown from the state set aside: the replay shows them anew, starting from their floors.
+            with self.publisher.floors.kept():
+                for group in sorted(self.sink.stage.groups):
+                    self.publisher.remove(group)
         self._restore(publish=False)  # what is shown already is at least as new (see BatchSink)
         self._start_query()
+
+    def _rebuilding(self) -> None:
+        """The checkpoint is about to be set aside: each group's counters start again from its floors at its first
+        sight in the replay, written down before the checkpoint goes."""
+        self.publisher.floors.rebuilt()
+        self.floor_log.write(None, None, self.publisher.floors)
 
     def _check_checkpoint(self) -> bool:
         """Set a checkpoint too old to resume from aside (see :mod:`streaming.driver.rebuild`); True if it was."""
@@ -149,12 +165,16 @@ class QueryRunner:
     def _restore(self, publish: bool) -> None:
         """The group stage and the sink from the state of the last batch Spark committed."""
         started = time.monotonic()
-        stage = self.state_store.load(last_committed_batch(self.driver.checkpoint_dir / "spark"), limits=self.limits,
-                                      facts=self.topic_names)
+        last_committed = last_committed_batch(self.driver.checkpoint_dir / "spark")
+        stage = self.state_store.load(last_committed, limits=self.limits, facts=self.topic_names)
         stage.forget(excluded_groups(self.spark, stage.groups, self.source))
         dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
                                      self.source.dead_letter_max)
-        self.sink = self.make_sink(stage, self.state_store, dead_letters, publish)
+        self.floor_log.restored(last_committed)
+        self.sink = self.make_sink(stage, self.state_store, dead_letters, publish, self.floor_log)
+        # Floors the restored state raised (a checkpoint older than its floors): the state shows them again after a
+        # kill, but a rebuild would not.
+        self.floor_log.write(None, None, self.publisher.floors)
         log.info("restored %d groups from the checkpoint in %.2fs", len(stage.groups), time.monotonic() - started)
 
     def _start_query(self) -> None:

@@ -2,7 +2,10 @@
 
 Order matters for restarts: the batch's events and its state delta are written before Spark
 records the batch as committed; if the driver dies in between, Spark runs the batch again and
-both are rewritten under the same batch id (see :mod:`streaming.groups.store`).
+both are rewritten under the same batch id (see :mod:`streaming.groups.store`). The counters'
+floors the batch raises, and the newest record time it folded, are written before anything of the
+batch is published (see :mod:`streaming.driver.floor_log`): a kill after publishing leaves them on
+disk, and the next process never shows less.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from streaming.cluster.metadata import TopicNames
+from streaming.driver.floor_log import FloorLog
 from streaming.driver.publish import Publisher
 from streaming.groups.config import GroupsConfig
 from streaming.groups.stage import GroupStage
@@ -65,11 +69,14 @@ class BatchSink:
     reloads: that state is the last batch Spark committed, older than what the failed batch may
     already have published, and counters shown must never step back (Prometheus would read a
     reset). Spark runs the failed batch again, with the same records, and publishes the same counts.
+
+    With a ``floor_log`` (the query runner hands it over), each batch's risen floors and data position are
+    written before the batch publishes anything.
     """
 
     def __init__(self, config: GroupsConfig, stage: GroupStage, store: StateStore, publisher: Publisher,
                  event_log: EventLog, dead_letters: DeadLetterLog, topic_names: TopicNames,
-                 publish_restored: bool = True) -> None:
+                 publish_restored: bool = True, floor_log: FloorLog | None = None) -> None:
         self.config = config
         self.stage = stage
         self.store = store
@@ -77,6 +84,7 @@ class BatchSink:
         self.event_log = event_log
         self.dead_letters = dead_letters
         self.topic_names = topic_names
+        self.floor_log = floor_log
         self.last_report = BatchReport()
         self._last_sweep = time.monotonic()
         self._batches = 0
@@ -123,7 +131,11 @@ class BatchSink:
         instruments = self.publisher.instruments
         instruments.count_records(batch.records, batch.newest_record_ms)
         instruments.count_decode_errors(batch.errors + result.errors)
-        for change in self.stage.changes(result, int(time.time() * 1000)):
+        changes = self.stage.changes(result, int(time.time() * 1000))
+        if self.floor_log is not None:  # what the batch will show, on disk before any of it is shown
+            self.publisher.floors.prepare(changes, result.removed)
+            self.floor_log.write(batch_id, batch.newest_record_ms, self.publisher.floors)
+        for change in changes:
             self.publisher.apply(change)
         for group in result.removed:
             self.publisher.remove(group)
