@@ -252,11 +252,17 @@ def label_problem(name: str) -> str | None:
     return None
 
 
+# What the monitor's own alerts read to know it is there and moving (MonitorAbsent, MonitorDown, MonitorStalled):
+# served whatever --metrics-allow/--metrics-deny say, so a filter cannot page or hide a dead monitor.
+ALWAYS_SERVED = frozenset({"rebalance_monitor_build_info", "rebalance_monitor_last_batch_timestamp_seconds"})
+
+
 @dataclass(frozen=True)
 class ExportPolicy:
     """Static labels on every served series and the families served: ``allow`` and ``deny`` are regular
     expressions matched against a family's whole name (as its ``# TYPE`` line shows it: counters with their
-    ``_total``); a family is served when ``allow`` matches it (or there is none) and ``deny`` does not."""
+    ``_total``); a family is served when ``allow`` matches it (or there is none) and ``deny`` does not, and
+    the families in :data:`ALWAYS_SERVED` always are."""
 
     cluster: str = "default"
     labels: tuple[tuple[str, str], ...] = ()
@@ -293,6 +299,8 @@ class ExportPolicy:
         return not self.labels and not self.filters
 
     def allows(self, family: str) -> bool:
+        if family in ALWAYS_SERVED:
+            return True
         if self._deny is not None and self._deny.fullmatch(family):
             return False
         return self._allow is None or self._allow.fullmatch(family) is not None

@@ -12,7 +12,7 @@ from streaming.driver.lag_render import ScrapeText
 from streaming.driver.publish import Publisher, build_publishing
 from streaming.lag.tracker import LagTracker
 from streaming.live.poller import LivePollStats
-from streaming.metrics.exposition import RESERVED_LABELS, ExportPolicy, Family, FamilyCache, Lines
+from streaming.metrics.exposition import ALWAYS_SERVED, RESERVED_LABELS, ExportPolicy, Family, FamilyCache, Lines
 from streaming.metrics.runtime import register_runtime
 from streaming.options import parse_args
 from tests.support.publishing import (
@@ -108,12 +108,23 @@ def test_a_denied_family_is_absent_with_its_help_and_type() -> None:
 def test_an_allow_list_keeps_only_matching_families_and_deny_wins() -> None:
     text = full_publisher(metrics_allow=r"kafka_consumergroup_.*lag.*|rebalance_monitor_series",
                           metrics_deny="kafka_consumergroup_lag_sum").scrape()
-    names = type_lines(text)
+    names = type_lines(text) - ALWAYS_SERVED
     assert names and all(re.fullmatch(r"kafka_consumergroup_.*lag.*|rebalance_monitor_series", n) for n in names)
     assert {"kafka_consumergroup_lag", "kafka_consumergroup_partition_lag", "rebalance_monitor_series"} <= names
     assert "kafka_consumergroup_lag_sum" not in names
     assert b"# HELP" in text and not any(line.startswith(b"# HELP process_") for line in text.splitlines())
     families(text)  # still a valid exposition
+
+
+def test_the_families_the_monitor_alerts_read_are_served_whatever_the_filters() -> None:
+    """MonitorAbsent/MonitorDown read build_info and MonitorStalled the last batch: a filter leaving them out
+    would page for a monitor that is up (or hide one that stalled)."""
+    policy = ExportPolicy.of("c", allow="kafka_consumergroup_lag", deny="rebalance_monitor_.*")
+    assert all(policy.allows(name) for name in ALWAYS_SERVED)
+    assert not policy.allows("rebalance_monitor_series") and not policy.allows("kafka_consumergroup_members")
+    text = full_publisher(metrics_deny="rebalance_monitor_.*").scrape()
+    assert ALWAYS_SERVED <= type_lines(text)
+    assert "rebalance_monitor_series" not in type_lines(text)
 
 
 def test_allow_and_deny_match_whole_names() -> None:
