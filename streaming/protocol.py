@@ -56,6 +56,9 @@ class OutputKind(IntEnum):
     """``count`` records of ``record_type`` in one task; ``record_time_ms`` = the newest one's time."""
     ERROR_COUNT = 4
     """``count`` undecodable records with reason ``error`` in one task."""
+    PARTITION_READ = 5
+    """The newest record (``record_time_ms``, decodable or not) one task read from offsets-topic partition
+    ``kafka_partition``: how far the batch has read each partition (see :attr:`BatchInput.folded_through_ms`)."""
 
 
 STAGE_SCHEMA = pa.schema([
@@ -95,6 +98,13 @@ class BatchInput:
     records: Counter[int] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     newest_record_ms: int | None = None
+    folded_through_ms: int | None = None
+    """Every record written to the offsets topic before this time is in this batch or an earlier one: the
+    oldest of the partitions' newest records read. Each partition the batch read nothing from was read to
+    its end (Spark's ``maxOffsetsPerTrigger`` gives every partition with records waiting at least one), and
+    each partition it read was read up to its newest record (times within a partition only grow). With the
+    cap a batch can read one partition up to now and another an hour behind: the newest record of the
+    whole batch would claim the hour was folded."""
 
     @classmethod
     def from_arrow(cls, table: pa.Table) -> BatchInput:
@@ -112,13 +122,18 @@ class BatchInput:
             records[record_type] += count
             if when is not None:
                 newest = when if newest is None else max(newest, when)
+        read: dict[int, int] = {}
+        partition_reads = of(OutputKind.PARTITION_READ)
+        for partition, when in zip(partition_reads.column("kafka_partition").to_pylist(),
+                                   partition_reads.column("record_time_ms").to_pylist(), strict=True):
+            read[partition] = max(read.get(partition, when), when)
         errors: Counter[str] = Counter()
         error_counts = of(OutputKind.ERROR_COUNT)
         for reason, count in zip(error_counts.column("error").to_pylist(), error_counts.column("count").to_pylist(),
                                  strict=True):
             errors[reason] += count
         return cls(of(OutputKind.COMMIT), of(OutputKind.GROUP_RECORD), of(OutputKind.DEAD_LETTER),
-                   records, errors, newest)
+                   records, errors, newest, min(read.values()) if read else newest)
 
     @classmethod
     def empty(cls) -> BatchInput:

@@ -97,6 +97,7 @@ class TaskDecoder:
         self._records: Counter[int] = Counter()
         self._errors: Counter[str] = Counter()
         self._newest_ms: dict[int, int] = {}
+        self._read_ms: dict[int, int] = {}  # offsets-topic partition -> newest record read from it
         self._dead_letters = 0
         self._pending_dead_letters: list[pa.RecordBatch] = []
         self._marks: list[pa.Table] = []  # group, kafka_offset of the task's group records
@@ -106,6 +107,7 @@ class TaskDecoder:
         keys, values = batch.column("key"), batch.column("value")
         kafka_partition, kafka_offset = batch.column("partition"), batch.column("offset")
         times = pc.cast(pc.cast(batch.column("timestamp"), pa.timestamp("ms")), pa.int64())
+        self._note_read(kafka_partition, times)
         types = record_types(keys)
         is_commit = np.isin(types, _COMMIT_TYPES)
         others = np.flatnonzero(~is_commit)
@@ -238,6 +240,16 @@ class TaskDecoder:
             self._records[t] += count
             self._newest_ms[t] = max(self._newest_ms.get(t, 0), newest or 0)
 
+    def _note_read(self, kafka_partition: pa.Array, times: pa.Array) -> None:
+        if len(times) == 0:
+            return
+        grouped = pa.table({"p": kafka_partition, "ms": times}).group_by("p", use_threads=False).aggregate(
+            [("ms", "max")])
+        for partition, newest in zip(grouped.column("p").to_pylist(), grouped.column("ms_max").to_pylist(),
+                                     strict=True):
+            if partition is not None and newest is not None:
+                self._read_ms[partition] = max(self._read_ms.get(partition, newest), newest)
+
     def _count_errors(self, reasons: pa.Array) -> None:
         counts = pc.value_counts(reasons)
         for item in counts.to_pylist():
@@ -266,6 +278,12 @@ class TaskDecoder:
                 "record_type": pa.array(types, pa.int16()),
                 "count": pa.array([self._records[t] for t in types], pa.int64()),
                 "record_time_ms": pa.array([self._newest_ms.get(t) for t in types], pa.int64()),
+            })
+        if self._read_ms:
+            partitions = sorted(self._read_ms)
+            yield _batch(OutputKind.PARTITION_READ, len(partitions), {
+                "kafka_partition": pa.array(partitions, pa.int32()),
+                "record_time_ms": pa.array([self._read_ms[p] for p in partitions], pa.int64()),
             })
         if self._errors:
             reasons = sorted(self._errors)

@@ -57,7 +57,7 @@ class Header:
     full: bool
     query: str | None
     batch: int | None  # None: written outside a batch (after a restore published what it reloaded)
-    newest_record_ms: int | None  # the newest record time folded up to ``batch``, this query's batches only
+    newest_record_ms: int | None  # every record before this time is folded up to ``batch`` (this query's batches)
 
 
 def _entries(path: Path) -> list[tuple[int, Path]]:

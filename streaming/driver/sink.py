@@ -134,12 +134,12 @@ class BatchSink:
         changes = self.stage.changes(result, int(time.time() * 1000))
         if self.floor_log is not None:  # what the batch will show, on disk before any of it is shown
             self.publisher.floors.prepare(changes, result.removed)
-            self.floor_log.write(batch_id, batch.newest_record_ms, self.publisher.floors)
+            self.floor_log.write(batch_id, batch.folded_through_ms, self.publisher.floors)
         for change in changes:
             self.publisher.apply(change)
         for group in result.removed:
             self.publisher.remove(group)
-        self.publisher.book.folded_through(batch.newest_record_ms)
+        self.publisher.book.folded_through(batch.folded_through_ms)
         instruments.count_limits(self.stage.take_limit_hits(), self.stage.groups_dropped,
                                  sum(self.stage.members_dropped.values()))
         return result

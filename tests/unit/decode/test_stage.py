@@ -137,3 +137,25 @@ def test_a_group_with_neither_metadata_nor_offsets_is_forgotten(tombstone_first)
     result = stage.apply(BatchInput.from_arrow(run_task(kafka_batch(deletes if tombstone_first else deletes[::-1],
                                                                     first_offset=2))))
     assert result.removed == {"g"} and "g" not in stage.groups
+
+
+def test_each_offsets_topic_partition_says_how_far_it_was_read_bad_records_included() -> None:
+    out = run_task(kafka_batch([commit("g", "t", 0, 1), commit("g", "t", 0, 2)], partition=3, time_ms=5_000),
+                   kafka_batch([commit("h", "t", 0, 1), (b"\x00\x63garbage", b"x")], partition=8, time_ms=9_000))
+    assert {r["kafka_partition"]: r["record_time_ms"] for r in rows(out, OutputKind.PARTITION_READ)} == {
+        3: 5_001, 8: 9_001}
+
+
+def test_a_batch_capped_behind_on_one_partition_is_folded_through_that_partition_only() -> None:
+    """--max-offsets-per-trigger: one task read partition 3 up to a minute ago (capped), another partition 8
+    up to now. Commits written on partition 3 in that minute are not folded: the batch is folded through
+    partition 3's newest record, not the batch's newest (which decides loss certainty and the rebuild age)."""
+    behind = run_task(kafka_batch([commit("g", "t", 0, 1)], partition=3, time_ms=1_000_000))
+    current = run_task(kafka_batch([commit("h", "t", 0, 1), commit("h", "t", 0, 2)], partition=8,
+                                   time_ms=1_060_000))
+    batch = BatchInput.from_arrow(pa.concat_tables([behind, current]))
+    assert batch.newest_record_ms == 1_060_001
+    assert batch.folded_through_ms == 1_000_000
+    alone = BatchInput.from_arrow(current)
+    assert alone.folded_through_ms == alone.newest_record_ms == 1_060_001
+    assert BatchInput.empty().folded_through_ms is None
