@@ -98,7 +98,8 @@ class Monitor:
             fetch_committed=self.poller.fetch_committed if fresh else None, on_refresh=(self.health.refresh,),
             ready=lambda: self.health.ready()[0], loss_file=options.driver.monitor_dir / "lost-records.json",
             health_window_s=options.lag.health_window_seconds,
-            labels=metrics.static_labels, metrics_allow=metrics.allow, metrics_deny=metrics.deny)
+            labels=metrics.static_labels, metrics_allow=metrics.allow, metrics_deny=metrics.deny,
+            topics=options.lag.topic_filter())
         self.exporter = self.publisher.exporter
         assert self.publisher.advisor is not None
         self.advisor = self.publisher.advisor

@@ -21,7 +21,7 @@ from streaming.advisor.background import AdvisorPass
 from streaming.driver.floors import CounterFloors
 from streaming.driver.lag_render import LagLines, ScrapeText
 from streaming.lag.book import LagBook
-from streaming.lag.config import DEFAULT_HEALTH_WINDOW_S
+from streaming.lag.config import DEFAULT_HEALTH_WINDOW_S, TopicFilter
 from streaming.lag.health import HealthWindows
 from streaming.lag.loss_file import LossFile
 from streaming.lag.tracker import LagTracker
@@ -142,7 +142,7 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
                      on_refresh: Sequence[Callable[[float], None]] = (), ready: Callable[[], bool] | None = None,
                      loss_file: Path | None = None, health_window_s: float = DEFAULT_HEALTH_WINDOW_S,
                      labels: Sequence[tuple[str, str]] = (), metrics_allow: str | None = None,
-                     metrics_deny: str | None = None) -> Publisher:
+                     metrics_deny: str | None = None, topics: TopicFilter | None = None) -> Publisher:
     """The metrics side of the job wired together: instruments, exporter, lag book, advisor, publisher.
 
     ``text`` is what scrapes append after the group series, ``instruments`` the job's own (each built
@@ -151,7 +151,8 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
     (:meth:`Publisher.scrape`) first fetches log ends older than ``max_age_s`` (``fetch_log_ends``)
     and the committed offsets of the groups committing now (``fetch_committed``). ``labels`` go on every
     served series, ``metrics_allow``/``metrics_deny`` choose the families served (``--label``,
-    ``--metrics-allow``, ``--metrics-deny``).
+    ``--metrics-allow``, ``--metrics-deny``); the lag book follows the ``topics`` the filter lets through
+    (``--include-topics``, ``--exclude-topics``; all when None).
 
     Records lost are counted once ``ready`` says the job is (always, when not given), and kept in
     ``loss_file`` across restarts (written at most every LOSS_SAVE_S, and as the lag refresh stops); the
@@ -171,7 +172,7 @@ def build_publishing(cluster: str, tracker: LagTracker, lag_granularity: str = "
                    HealthWindows(health_window_s, max_gap_s=tracker.stale_after_s),
                    fetch_log_ends=fetch_log_ends, max_age_s=max_age_s, fetch_committed=fetch_committed,
                    on_refresh=(instruments.refresh_input_lag, *on_refresh), ready=ready,
-                   loss_file=LossFile(loss_file) if loss_file is not None else None)
+                   loss_file=LossFile(loss_file) if loss_file is not None else None, topics=topics)
     return Publisher(exporter, book, instruments, AdvisorPass(AdviceLines(cluster, exporter)) if advisor else None,
                      per_partition=per_partition, member_mode=member_mode, kafka_exporter=kafka_exporter,
                      live_poll_seconds=live_poll_seconds)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from streaming.lag.config import TopicFilter
 from streaming.lag.health import HealthWindows
 from streaming.lag.loss_file import LossFile
 from streaming.lag.retention import LostRecords, margin
@@ -114,8 +115,9 @@ class LagBook:
                  fetch_committed: Callable[[list[str]], dict[str, dict[TopicPartition, int]]] | None = None,
                  on_refresh: Sequence[Callable[[float], None]] = (), ready: Callable[[], bool] | None = None,
                  loss_file: LossFile | None = None, loss_save_s: float = LOSS_SAVE_S,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, topics: TopicFilter | None = None) -> None:
         self.tracker = tracker
+        self._topics = topics  # --include-topics/--exclude-topics: the rest is never polled, shown or counted
         self._clock = clock  # when an OffsetFetch is sent, on the tracker's clock (its samples' times)
         self.health = health or HealthWindows()
         self._show = show
@@ -168,6 +170,11 @@ class LagBook:
         """A group changed: keep what its lag is computed over and show its lag. ``committed`` is kept as
         given (the publisher hands over a copy); ``owned`` None keeps the members' partitions as they were
         (the group changed by commits alone)."""
+        if self._topics is not None:
+            follows = self._topics.follows
+            committed = {tp: o for tp, o in committed.items() if follows(tp[0])}
+            if owned is not None:
+                owned = {owner: [tp for tp in tps if follows(tp[0])] for owner, tps in owned.items()}
         with self._lock:
             self._load_losses()
             owned = self._owned.get(group, {}) if owned is None else dict(owned)

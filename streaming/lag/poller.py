@@ -40,6 +40,7 @@ from streaming.cluster.errors import error_reason
 from streaming.lag.config import DEFAULT_INTERVAL_S
 from streaming.lag.timestamps import RecordTimestamps
 from streaming.lag.tracker import DEFAULT_LOOKUPS_PER_ROUND, LagTracker, TopicConfig
+from streaming.lag.unreadable import STEADY_REASONS, UnreadableTopics
 from streaming.lifecycle import PollingThread
 from streaming.protocol import TopicPartition
 
@@ -88,6 +89,7 @@ class LogEndPoller(PollingThread):
                                                        "bootstrap_timeout_ms": QUICK_TIMEOUT_MS},
                                        "quick log-end client")
         self._quick_lock = threading.Lock()
+        self.unreadable = UnreadableTopics()
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -115,12 +117,19 @@ class LogEndPoller(PollingThread):
         self.tracker.wanted_changed.clear()  # before reading: a change during the round is kept
         try:
             wanted = self._polled = self.tracker.partitions()
+            self.unreadable.begin_round()
             leaders, missing = self._leaders({t for t, _ in wanted} | {OFFSETS_TOPIC})
+            unreadable: dict[str, set[str]] = defaultdict(set)
             for topic, partition in wanted - leaders.keys():
                 reason = missing.get((topic, partition)) or missing.get((topic, -1)) or "unknown_topic_or_partition"
                 errors[reason] += 1
+                if reason in STEADY_REASONS:
+                    unreadable[reason].add(topic)
+            for reason, topics in unreadable.items():
+                self.unreadable.failed(topics, reason)
             tracked = {tp: leader for tp, leader in leaders.items() if tp in wanted}
             ends = self._list_offsets(tracked, OffsetSpec.LATEST, IsolationLevel.READ_UNCOMMITTED, errors)
+            self.unreadable.read({t for t, _ in ends})
             starts = self._list_offsets({tp: tracked[tp] for tp in ends}, OffsetSpec.EARLIEST,
                                         IsolationLevel.READ_UNCOMMITTED, errors)
             both = {tp: (starts[tp], ends[tp]) for tp in ends if tp in starts}
@@ -276,9 +285,14 @@ class LogEndPoller(PollingThread):
                 {KafkaTopicPartition(*tp): spec for tp in tps}, isolation_level=isolation)
         except Exception as exc:
             if not _partition_level(exc) or len(tps) == 1:
-                errors[error_reason(exc)] += len(tps)
-                log.warning("ListOffsets failed for %d partition(s) from %s (%s): %s",
-                            len(tps), tps[0], error_reason(exc), exc)
+                reason = error_reason(exc)
+                errors[reason] += len(tps)
+                if reason in STEADY_REASONS:  # the same every round: named once (UnreadableTopics)
+                    self.unreadable.failed({t for t, _ in tps}, reason)
+                    log.debug("ListOffsets failed for %d partition(s) from %s (%s): %s", len(tps), tps[0], reason, exc)
+                else:
+                    log.warning("ListOffsets failed for %d partition(s) from %s (%s): %s",
+                                len(tps), tps[0], reason, exc)
                 return
             for part in _split(tps):
                 self._list_isolating(part, spec, isolation, result, errors, admin)

@@ -166,3 +166,67 @@ def test_records_deleted_below_a_commit_are_counted_lost_and_alerted(live_scene,
         time.sleep(1)
     time.sleep(3)  # more log-start samples of the same loss: still counted once
     assert value(scrape(monitor), "kafka_consumergroup_records_lost_total", group=group, topic=topic) == 50
+
+
+def test_a_rebalance_that_starts_again_after_a_completed_generation_stays_shown(
+        live_scene, kafka_broker: LocalKafka, admin: Admin, members: list[Member]) -> None:
+    """Issue 28, item 3: two rebalances back to back. The first (a joiner, a stalled member) completes and
+    its generation reaches the offsets topic, which then says Stable; a second one starts at once (another
+    joiner, another member stalled) and Kafka holds the group in PreparingRebalance for the stalled member's
+    rebalance timeout. The live view must win over the offsets topic's Stable for the whole second wait, so
+    GroupRebalanceStuck's series stays in Prometheus (it once showed Stable, with no series)."""
+    monitor, prometheus, prefix = live_scene
+    group, topic = f"{prefix}-twice", f"{prefix}-twice-t"
+    admin.create_topic(topic, 6)
+    admin.produce(topic, 300)
+    first = start_members(Member(kafka_broker.bootstrap, group, [topic], f"{group}-c{i}",
+                                 max_poll_interval_ms=MAX_POLL_MS) for i in range(3))
+    members += first
+    wait_balanced(first, [(topic, p) for p in range(6)])
+    wait_for(monitor, lambda s: state_of(s, group) == ["Stable"], "the group Stable")
+    _, survivor, stalled_first = first
+
+    stalled_first.stop_polling()
+    wait_until(lambda: stalled_first.stalled, 30, "the first member to stop polling")
+    generation_before = survivor.generation or 0
+    members.append(Member(kafka_broker.bootstrap, group, [topic], f"{group}-j1",
+                          max_poll_interval_ms=MAX_POLL_MS).start())
+    started = time.monotonic()
+    # The first rebalance ends once Kafka drops the stalled member (its rebalance timeout): the survivor then
+    # has the new generation. At once the survivor stops polling and a second joiner starts the next one.
+    wait_until(lambda: (survivor.generation or 0) > generation_before, 3 * MAX_POLL_MS / 1000,
+               "the first rebalance to complete")
+    completed_generation = survivor.generation or 0
+    first_took = time.monotonic() - started
+    survivor.stop_polling()
+    wait_until(lambda: survivor.stalled, 30, "the survivor to stop polling")
+    joiner = Member(kafka_broker.bootstrap, group, [topic], f"{group}-j2", max_poll_interval_ms=MAX_POLL_MS).start()
+    members.append(joiner)
+    second_at = time.monotonic()
+    seen: list[tuple[float, list[str], float | None, bool]] = []  # (t, states, generation, since in Prometheus)
+    fired = False
+    since_query = f'kafka_consumergroup_rebalancing_since_timestamp_seconds{{group="{group}"}}'
+    while time.monotonic() - second_at < 3 * MAX_POLL_MS / 1000:
+        samples = scrape(monitor)
+        states = state_of(samples, group)
+        in_prometheus = bool(prometheus.query(since_query))
+        seen.append((time.monotonic() - second_at, states, value(samples, "kafka_consumergroup_generation",
+                                                                   group=group), in_prometheus))
+        fired = fired or any(a["labels"].get("group") == group and a["state"] == "firing"
+                             for a in prometheus.alerts("GroupRebalanceStuck"))
+        if joiner.joined and states == ["Stable"]:
+            break
+        time.sleep(0.5)
+    ended = next((t for t, states, _, _ in seen if states == ["Stable"]), None)
+    print(f"first rebalance {first_took:.1f}s; second: {[(round(t, 1), s, g) for t, s, g, _ in seen]}")
+    assert ended is not None and joiner.joined, f"never Stable again: {seen}"
+    assert ended > MAX_POLL_MS / 1000 / 2, f"the second rebalance did not wait for the stalled member: {seen}"
+    # Settled: a live poll (2 s) and Prometheus' scrape (1 s) after the second joiner's JoinGroup.
+    settled = [(t, states, in_prometheus) for t, states, _, in_prometheus in seen if 6 <= t < ended]
+    assert settled, seen
+    assert all(states in (["PreparingRebalance"], ["CompletingRebalance"]) for _, states, _ in settled), seen
+    assert all(in_prometheus for _, _, in_prometheus in settled), f"rebalancing_since left Prometheus: {seen}"
+    # The case the issue is about: the offsets topic had shown the completed generation during that wait.
+    assert any((g or 0) >= completed_generation for t, _, g, _ in seen if t < ended - 5), (
+        f"generation {completed_generation} was not folded during the second wait: {seen}")
+    assert fired, "GroupRebalanceStuck did not fire"

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
+
 from streaming.lag.book import GroupLag, LagBook
+from streaming.lag.config import LagConfig, TopicFilter
 from streaming.lag.tracker import LagTracker
 from streaming.protocol import TopicPartition
+from streaming.settings import OptionError
 
 NOW = 1_700_000_000.0
 A: tuple[tuple[str, str], ...] = (("client_id", "a"),)
@@ -206,3 +210,32 @@ def test_a_fetched_offset_older_than_the_jobs_is_not_laid_over_it() -> None:
     lag.refresh(clock.now)
     lag.freshen()
     assert shown.last("g").rows[("t", 0)][0] == 10  # 200 − the job's 190, not 200 − the fetched 150
+
+
+def test_topics_left_out_are_never_polled_shown_or_counted_lost() -> None:
+    """--exclude-topics (a principal without Describe on some topics, a topic nobody needs lag for) wins over
+    --include-topics: the book drops those partitions on the way in, committed and owned alike."""
+    clock = Clock()
+    tracker = LagTracker(interval_s=10, clock=clock)
+    shown = Shown()
+    lag = LagBook(tracker, shown, topics=TopicFilter(include="^(orders|audit)", exclude="^audit"))
+    lag.update("g", {("orders", 0): 10, ("audit", 0): 10, ("other", 0): 1},
+               {A: [("orders", 0), ("audit", 0)], B: [("other", 1)]}, NOW)
+    lag.refresh(NOW)
+    assert tracker.partitions() == {("orders", 0)}
+    sample(tracker, clock, {("orders", 0): (40, 100), ("audit", 0): (40, 100), ("other", 0): (40, 100)})
+    lag.folded_through(int((NOW + 5) * 1000))
+    lag.refresh(NOW)
+    view = shown.last("g")
+    assert set(view.rows) == {("orders", 0)} and view.owned == {A: [("orders", 0)], B: []}
+    assert view.lost == {"orders": 30}
+    lag.update("g", {("orders", 0): 50, ("audit", 0): 5}, None, NOW)  # commits alone keep the filter too
+    assert set(shown.last("g").rows) == {("orders", 0)}
+
+
+def test_the_topic_filter_options() -> None:
+    assert LagConfig().topic_filter() is None, "by default every topic's lag is followed"
+    only = LagConfig(include_topics="^orders$").topic_filter()
+    assert only is not None and only.follows("orders") and not only.follows("orders-dlq")
+    with pytest.raises(OptionError, match=r"--exclude-topics '\(': missing \)"):
+        LagConfig(exclude_topics="(")

@@ -7,6 +7,7 @@ for a ListOffsets partition error, which a live broker gives only in a race.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import uuid
@@ -310,6 +311,39 @@ def test_a_partition_error_in_list_offsets_costs_only_that_topic():
     assert tracker.lag("gone", 0, 1) is None
     assert tracker.errors() == {"unknown_topic_or_partition": 1}
     assert len(admins[0].calls) <= 12  # bisection, not one call per partition
+
+
+class ForbiddenAdmin(RacyAdmin):
+    """A principal without Describe on topic "secret": its metadata carries TOPIC_AUTHORIZATION_FAILED (29)."""
+
+    def describe_topics(self, topics):
+        return [{"name": t, "error_code": 29, "partitions": []} if t == "secret" else answer
+                for t, answer in zip(topics, super().describe_topics(topics), strict=True)]
+
+
+def test_a_topic_the_principal_may_not_describe_is_named_once_not_every_round(caplog):
+    tracker = LagTracker()
+    tracker.set_wanted([("a", 0, 1), ("secret", 0, 1), ("secret", 1, 1), ("gone", 0, 1), ("a", 7, 1)])
+    poller = LogEndPoller("unused", tracker, admin_factory=ForbiddenAdmin, timestamps=NoTimestamps())
+    with caplog.at_level(logging.DEBUG, logger="streaming.lag"):
+        for _ in range(3):
+            poller.poll_once()
+    named = sorted(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    assert named == ["lag of 1 topic(s) cannot be read, not authorized: grant the job's principal Describe on them, "
+                     "or leave them out with --exclude-topics: secret",
+                     "lag of 1 topic(s) cannot be read, unknown to the cluster (deleted, or a group's commits "
+                     "outlived them): a",
+                     "lag of 1 topic(s) cannot be read, unknown to the cluster (deleted, or a group's commits "
+                     "outlived them): gone"], named
+    # still counted every round; topic a's missing partition 7 does not make a flip between failing and read
+    assert tracker.errors() == {"auth": 6, "unknown_topic_or_partition": 6}
+    assert poller.unreadable.failing == {"secret": "auth", "gone": "unknown_topic_or_partition",
+                                         "a": "unknown_topic_or_partition"}
+    poller.unreadable.read(["secret"])  # read in the round that also failed it: still failing
+    assert "secret" in poller.unreadable.failing
+    poller.unreadable.begin_round()
+    poller.unreadable.read(["secret"])  # Describe granted: the next round reads it
+    assert poller.unreadable.failing == {"gone": "unknown_topic_or_partition", "a": "unknown_topic_or_partition"}
 
 
 # -- against a real broker ------------------------------------------------------------------
