@@ -5,6 +5,7 @@ No publisher, exporter or thread: a tracker on a test clock and a list that reco
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -239,3 +240,36 @@ def test_the_topic_filter_options() -> None:
     assert only is not None and only.follows("orders") and not only.follows("orders-dlq")
     with pytest.raises(OptionError, match=r"--exclude-topics '\(': missing \)"):
         LagConfig(exclude_topics="(")
+
+
+def test_a_scrape_asks_for_committed_offsets_before_the_log_ends() -> None:
+    """As kafka-consumer-groups does. Between the two requests a consumer caught up at log end 100 commits 100
+    and the producer writes 97 more: asked in this order the lag reads high for a moment (137); asked the other
+    way it read 0, at a log end the group had already passed, while Kafka's tool said 97."""
+    clock = Clock()
+    tracker = LagTracker(interval_s=10, clock=clock)
+    shown = Shown()
+    asked: list[str] = []
+    world = {"committed": 60, "end": 100}
+
+    def meanwhile() -> None:
+        world.update(committed=100, end=197)
+
+    def fetch_committed(groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+        asked.append("committed")
+        found = {g: {("t", 0): world["committed"]} for g in groups}
+        meanwhile()
+        return found
+
+    def fetch_log_ends() -> bool:
+        asked.append("log ends")
+        tracker.record_offsets({("t", 0): (0, world["end"])}, clock.now)
+        meanwhile()
+        return True
+
+    lag = LagBook(tracker, shown, fetch_log_ends=fetch_log_ends, max_age_s=0.25, fetch_committed=fetch_committed,
+                  clock=clock)
+    lag.update("g", {("t", 0): 60}, {}, time.time())  # a group that commits now
+    lag.freshen()
+    assert asked == ["committed", "log ends"]
+    assert shown.last("g").rows[("t", 0)][0] == 137
