@@ -273,3 +273,33 @@ def test_a_scrape_asks_for_committed_offsets_before_the_log_ends() -> None:
     lag.freshen()
     assert asked == ["committed", "log ends"]
     assert shown.last("g").rows[("t", 0)][0] == 137
+
+
+def test_a_fresh_poll_round_does_not_spare_a_scrape_its_commit_fetch() -> None:
+    """The poller's round brings log ends, not committed offsets: a scrape right after it still asks for the
+    active groups' commits (and the log ends after them), or it would set new log ends against the last
+    scrape's commits, seconds older (read 214 above Kafka's tool)."""
+    clock = Clock()
+    tracker = LagTracker(interval_s=10, clock=clock)
+    asked: list[str] = []
+
+    def fetch_committed(groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+        asked.append("committed")
+        return {g: {("t", 0): 150} for g in groups}
+
+    def fetch_log_ends() -> bool:
+        asked.append("log ends")
+        return True
+
+    lag = LagBook(tracker, Shown(), fetch_log_ends=fetch_log_ends, max_age_s=0.25, fetch_committed=fetch_committed,
+                  clock=clock)
+    lag.update("g", {("t", 0): 60}, {}, time.time())
+    lag.freshen()
+    assert asked == ["committed", "log ends"]
+    tracker.record_offsets({("t", 0): (0, 200)}, time.time())  # a poll round, just now
+    tracker.record_round(time.time(), {})
+    lag.freshen()  # within max_age of that round, and of the first fetch: nothing asked
+    assert asked == ["committed", "log ends"]
+    lag._commits_asked_at -= 1.0  # the first fetch a second ago
+    lag.freshen()
+    assert asked == ["committed", "log ends"] * 2
