@@ -17,7 +17,7 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo-setup jars prometheus prometheus3 helm wheel test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
+.PHONY: setup demo-setup jars prometheus prometheus3 helm wheel image bench-image test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
 
 # What the demo needs (`make run`); `setup` adds the test tools, Prometheus 3 and Helm, built from source.
 demo-setup: $(STAMP) jars prometheus
@@ -87,6 +87,19 @@ helm:
 wheel: $(STAMP)
 	rm -rf build/dist build/lib build/bdist.* && $(PY) -m pip wheel --quiet --no-deps --wheel-dir build/dist .
 
+# The container image with podman, no public registry needed: a Debian base bootstrapped from
+# Debian's archive (deploy/image/base.sh, as root), then deploy/Dockerfile on it. IMAGE_BUILD_CA=ca.pem
+# trusts a TLS-re-signing proxy's CA in the build stages only; PODMAN_BUILD_ARGS adds podman build
+# options (--isolation chroot where the OCI runtime cannot start containers). Not part of make test.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= kafka-rebalance-monitor:$(VERSION)
+IMAGE_BASE ?= localhost/rebalance-monitor-base:bookworm
+comma := ,
+image:
+	deploy/image/base.sh $(IMAGE_BASE)
+	podman build -f deploy/Dockerfile --ignorefile deploy/Dockerfile.dockerignore --build-arg BASE=$(IMAGE_BASE) \
+		$(if $(IMAGE_BUILD_CA),--secret id=build-ca$(comma)src=$(IMAGE_BUILD_CA)) $(PODMAN_BUILD_ARGS) -t $(IMAGE) .
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
@@ -115,6 +128,11 @@ bench: setup
 # (docs/benchmarks.md); about 30 minutes, not part of make test.
 bench-job: setup
 	$(PY) -m benchmarks.job_bench $(BENCH_ARGS)
+
+# The image `make image` built, run as deploy/k8s runs it against a local broker with the demo groups:
+# /-/ready, every demo group on /metrics, start time, peak RSS and size (docs/benchmarks.md). Needs podman.
+bench-image: jars
+	$(PY) -m benchmarks.image_run --image $(IMAGE) $(BENCH_ARGS)
 
 # The job for 6 hours against churning groups and commit load; RSS, JVM live heap and Python heap
 # sampled every minute (benchmarks/soak.py). SOAK_ARGS="--minutes 30" shortens it. Not part of make test.

@@ -36,6 +36,9 @@ EVERYTHING = ["serviceMonitor.enabled=true", "prometheusRule.enabled=true", "das
 CONFIG_PATH = "/etc/rebalance-monitor/kafka.properties"
 OPERATOR_API = "monitoring.coreos.com/v1"
 HELM_DOCS = [ROOT / "README.md", ROOT / "docs" / "operations.md"]
+# Where else an image tag is written out for an operator to build or run.
+IMAGE_DOCS = [CHART / "README.md", ROOT / "docs" / "deployment.md", ROOT / "deploy" / "Dockerfile",
+              ROOT / "deploy" / "k8s" / "README.md", ROOT / "deploy" / "k8s" / "deployment.yaml"]
 
 
 @pytest.fixture(scope="session")
@@ -170,14 +173,17 @@ def load_values_table() -> Any:
 
 def test_versions_agree() -> None:
     """pyproject.toml's version is the chart's appVersion (the default image tag, build_info's version label)
-    and the image tag the install instructions build and deploy."""
+    and the image tag the install instructions build and deploy; its release is the chart's SemVer version."""
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     from packaging.version import Version
 
     assert str(Version(version)) == version, "a normalized PEP 440 version"
-    app_version = re.search(r'^appVersion: "([^"]+)"$', (CHART / "Chart.yaml").read_text(), re.M)
+    chart = (CHART / "Chart.yaml").read_text()
+    app_version = re.search(r'^appVersion: "([^"]+)"$', chart, re.M)
     assert app_version is not None and app_version.group(1) == version
-    for doc in HELM_DOCS:
+    chart_version = re.search(r"^version: (\S+)$", chart, re.M)
+    assert chart_version is not None and chart_version.group(1) == Version(version).base_version
+    for doc in HELM_DOCS + IMAGE_DOCS:
         tags = re.findall(r"(?:kafka-rebalance-monitor:|\$IMAGE:|image\.tag=)([\w.-]+)", doc.read_text())
         assert tags and set(tags) == {version}, doc.name
 
@@ -526,8 +532,9 @@ def test_documented_install_is_selected_by_kube_prometheus_stack(helm: str, tmp_
         assert kps_selector.items() <= objects[kind]["metadata"]["labels"].items(), kind
     assert objects["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
     # The image the block builds and pushes is the one the pod runs (not the chart's local default).
-    [built] = [c[c.index("-t") + 1] for c in commands if c[:2] == ["docker", "build"]]
-    assert ["docker", "push", built] in commands
+    [built] = [c[c.index("-t") + 1] for c in commands if c[:2] in (["docker", "build"], ["podman", "build"])] + [
+        w.removeprefix("IMAGE=") for c in commands if c[:2] == ["make", "image"] for w in c if w.startswith("IMAGE=")]
+    assert ["docker", "push", built] in commands or ["podman", "push", built] in commands
     assert container(objects)["image"] == built and "/" in built
     # Without the label, the install notes say what it is for.
     assert "release=<its release name>" in notes(helm, tmp_path, *EVERYTHING)
