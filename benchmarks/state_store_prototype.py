@@ -326,6 +326,28 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
 # ------------------------------------------------------------------------------ the runs
 
 
+def offline(groups: int, partitions: int) -> None:
+    """The stateful paths' Python work alone, without Spark: the backlog decoded in this process,
+    each group's rows folded from empty state and its change row built, as each key's call does."""
+    from benchmarks.driver_memory import decoded_records
+
+    batch = decoded_records(backlog(shape(groups, partitions), int(time.time() * 1000)))
+    rows = pa.concat_tables([batch.commits, batch.group_records]).select(FOLDED_COLUMNS).to_pandas()
+    for key in ("group", "kafka_partition"):
+        started = time.perf_counter()
+        for _, part in rows.groupby(key, sort=False):
+            if key == "group":
+                state, moved = fold_group(None, part)
+                pd.DataFrame([change_row(str(part["group"].iloc[0]), state, moved)])
+            else:
+                by_group = part.groupby("group", sort=False)
+                pd.DataFrame([change_row(str(g), *fold_group(None, one)) for g, one in by_group])
+        took = time.perf_counter() - started
+        print(f"offline, keyed by {key}: {took:.1f} s for {groups:,} groups, {took / groups * 1e6:.0f} us a group "
+              f"(fold and change rows, one interpreter, no state store)", flush=True)
+
+
+
 def run_child(path: str, base: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
     """One fresh process on a copy of the backlog (its trickle files must not reach the next run)."""
     run_dir = base / f"{path}-{n}"
@@ -335,7 +357,10 @@ def run_child(path: str, base: Path, args: argparse.Namespace, n: int) -> dict[s
     (run_dir / "offsets.json").write_text((base / "offsets.json").read_text())
     command = [sys.executable, "-m", "benchmarks.state_store_prototype", "--child", path, "--run-dir",
                str(run_dir), *sys.argv[1:]]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"path": path, "failed": "timeout", "errors": [f"not done after {args.timeout:.0f} s"]}
     (run_dir / "child.log").write_text(done.stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -387,12 +412,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--shuffle-partitions", type=int, default=2, help="state store partitions (the cores)")
     parser.add_argument("--driver-memory", default="", help="spark.driver.memory (default: Spark's 1g)")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--offline", action="store_true", help="the stateful fold's Python work alone, no Spark")
     parser.add_argument("--child", choices=PATHS, help=argparse.SUPPRESS)
     parser.add_argument("--run-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         figures = child(args.child, args.run_dir / "input", args.run_dir, args)
         print(json.dumps(figures), flush=True)
+        return
+    if args.offline:
+        offline(args.groups, args.partitions)
         return
     paths = args.paths.split(",")
     with tempfile.TemporaryDirectory(prefix="state-proto-") as tmp:
