@@ -348,25 +348,27 @@ def offline(groups: int, partitions: int) -> None:
 
 
 
-def run_child(path: str, base: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
-    """One fresh process on a copy of the backlog (its trickle files must not reach the next run)."""
-    run_dir = base / f"{path}-{n}"
+def run_child(label: str, base: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
+    """One fresh process on a copy of the backlog (its trickle files must not reach the next run);
+    ``label`` is a path, or ``path@MEMORY`` for a driver heap other than ``--driver-memory``."""
+    path, _, memory = label.partition("@")
+    run_dir = base / f"{path}-{memory}-{n}"
     (run_dir / "input").mkdir(parents=True)
     for source in (base / "backlog").iterdir():
         os.link(source, run_dir / "input" / source.name)
     (run_dir / "offsets.json").write_text((base / "offsets.json").read_text())
     command = [sys.executable, "-m", "benchmarks.state_store_prototype", "--child", path, "--run-dir",
-               str(run_dir), *sys.argv[1:]]
+               str(run_dir), *sys.argv[1:], *(["--driver-memory", memory] if memory else [])]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
-        return {"path": path, "failed": "timeout", "errors": [f"not done after {args.timeout:.0f} s"]}
+        return {"path": label, "failed": "timeout", "errors": [f"not done after {args.timeout:.0f} s"]}
     (run_dir / "child.log").write_text(done.stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         errors = [line for line in done.stderr.splitlines() if "Error" in line or line.startswith("  File ")]
-        return {"path": path, "failed": done.returncode, "errors": errors[:12]}
-    return dict(json.loads(lines[-1]))
+        return {"path": label, "failed": done.returncode, "errors": errors[:12]}
+    return {**json.loads(lines[-1]), "path": label}
 
 
 def gib(n: float) -> str:
@@ -392,11 +394,12 @@ def summary(results: list[dict[str, Any]], paths: list[str]) -> None:
         print(f"{path}: every group folded {m['first_s']:.1f} s after query start (runs {runs}), "
               f"{m['process_to_first_s']:.1f} s from session start; trickle batch {m['trickle_median_s']:.2f} s; "
               f"CPU {m['cpu_s']:.0f} s; peak RSS {gib(m['peak_rss'])} GiB ({split})")
-    if "driver" in medians:
+    baseline = next((label for label in medians if label.startswith("driver")), None)
+    if baseline:
         for path, m in medians.items():
-            if path != "driver":
-                d = medians["driver"]
-                print(f"{path} / driver: first {m['first_s'] / d['first_s']:.2f}x, trickle "
+            if not path.startswith("driver"):
+                d = medians[baseline]
+                print(f"{path} / {baseline}: first {m['first_s'] / d['first_s']:.2f}x, trickle "
                       f"{m['trickle_median_s'] / d['trickle_median_s']:.2f}x, CPU {m['cpu_s'] / d['cpu_s']:.2f}x, "
                       f"peak RSS {m['peak_rss'] / d['peak_rss']:.2f}x")
 
@@ -406,7 +409,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--groups", type=int, default=10_000)
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--paths", default=",".join(PATHS), help="PATH or PATH@MEMORY (its own driver heap), ...")
     parser.add_argument("--trickle", type=int, default=5, help="trickle batches after the backlog")
     parser.add_argument("--trickle-records", type=int, default=5000)
     parser.add_argument("--shuffle-partitions", type=int, default=2, help="state store partitions (the cores)")
