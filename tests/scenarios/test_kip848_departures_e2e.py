@@ -103,7 +103,7 @@ def _phase(wave: int, bootstrap: str, admin: Admin, topic: str, anchors: dict[st
     for group, ms in crew.items():
         wait_balanced([anchors[group], *ms], parts)
     _wait_committed(admin, list(anchors), parts)
-    exits = [Exit(m, i < kills, i % 2 == 0, rng.uniform(0, 3))
+    exits = [Exit(m, i < kills, i < kills and i % 2 == 0, rng.uniform(0, 3))
              for ms, kills in zip(crew.values(), KILLS, strict=True) for i, m in enumerate(ms)]
     watcher = CommitWatcher(bootstrap, anchors)
     watcher.start()
