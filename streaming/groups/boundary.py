@@ -155,7 +155,9 @@ def classify_consumer_departure(
 
     Its session is renewed by heartbeats only (an offset commit renews a classic member's session,
     not a KIP-848 one's), and a heartbeat that changes nothing writes nothing. What the records show
-    of its last activity: its last commit ``c`` on a partition it owned, and ``r``, the last
+    of its last activity: its last commit ``c`` on a partition it held (its current assignment: a
+    partition the target gives it stays with its holder until revoked, and the holder's commits on it
+    are not its own), and ``r``, the last
     subscription or current-assignment record Kafka wrote for it (only ever while handling its
     own heartbeat). ``T`` is its removal (the subscription tombstone).
 
@@ -192,25 +194,32 @@ def classify_consumer_departure(
 def _departure(
     snapshot: GroupSnapshot, owner: str, member: BoundaryMember, at: When, commits: Mapping[TopicPartition, int] | None
 ) -> str:
-    """How the boundary's ``member`` (owner ``owner``) left: by its protocol's rule."""
-    last_commit = _last_commit(snapshot, owner, commits)
+    """How the boundary's ``member`` (owner ``owner``) left: by its protocol's rule. A KIP-848 member's
+    commits are looked for on the partitions it held when removed (see :class:`Departed`), where known;
+    else on those the last boundary's assignment gave it."""
     departed = at.departed.get(owner)
     if member.consumer_protocol and at.timeouts is not None:
-        return classify_consumer_departure(member, last_commit, departed or Departed(at.time), at.timeouts)
-    return classify_departure(member, last_commit, departed.time_ms if departed is not None else at.time)
+        held = departed.held if departed is not None else None
+        partitions = ([(t, p) for t, parts in held.items() for p in parts] if held is not None
+                      else _assigned(snapshot, owner))
+        return classify_consumer_departure(member, _last_commit(snapshot, partitions, commits),
+                                           departed or Departed(at.time), at.timeouts)
+    return classify_departure(member, _last_commit(snapshot, _assigned(snapshot, owner), commits),
+                              departed.time_ms if departed is not None else at.time)
+
+
+def _assigned(snapshot: GroupSnapshot, owner: str) -> list[TopicPartition]:
+    """The partitions the last boundary gave ``owner``."""
+    return [tp for tp, held_by in snapshot.epoch_owners.items() if held_by == owner]
 
 
 def _last_commit(
-    snapshot: GroupSnapshot, owner: str, commits: Mapping[TopicPartition, int] | None
+    snapshot: GroupSnapshot, partitions: Iterable[TopicPartition], commits: Mapping[TopicPartition, int] | None
 ) -> int | None:
-    """Latest commit time on a partition ``owner`` held at the last boundary (by topic name)."""
+    """Latest commit time on any of ``partitions`` (found by topic name)."""
     if commits is None:
         return None
-    times = [
-        commits[key]
-        for (topic, p), held_by in snapshot.epoch_owners.items()
-        if held_by == owner and (key := (snapshot.topic_label(topic), p)) in commits
-    ]
+    times = [commits[key] for topic, p in partitions if (key := (snapshot.topic_label(topic), p)) in commits]
     return max(times, default=None)
 
 

@@ -23,6 +23,7 @@ from streaming.groups.boundary import (
     move_boundary,
 )
 from streaming.groups.model import (
+    Assignment,
     BoundaryMember,
     ConsumerMember,
     ConsumerState,
@@ -154,15 +155,26 @@ def _consumer_tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms:
             return
         if record_type == RecordType.CONSUMER_GROUP_MEMBER_METADATA:
             state.departed[member.owner] = Departed(record_time_ms, member.member_id, member.active_ms,
-                                                    member.static_leave)
+                                                    member.static_leave, held_by(member))
             member.metadata = None
         elif record_type == RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
             member.target = None
         else:
-            member.current = None
+            member.held, member.current = held_by(member), None
         if member.is_empty:
             del state.members[member.member_id]
     # Type 4 tombstones (4.1 retires the record) leave learnt topic names valid; type 16 is not modelled.
+
+
+def held_by(member: ConsumerMember) -> Assignment | None:
+    """The partitions a member holds: its current assignment, pending revocations included (what it
+    still consumes and commits until it acknowledges their loss); None without one. The target can
+    name partitions another member still holds, whose commits are not this member's."""
+    current = member.current
+    if current is None:
+        return member.held
+    topics = sorted(current.assigned.keys() | current.pending_revocation.keys())
+    return {t: sorted({*current.assigned.get(t, ()), *current.pending_revocation.get(t, ())}) for t in topics}
 
 
 def _fold_settled_target(snapshot: GroupSnapshot, state: ConsumerState, member: ConsumerMember,

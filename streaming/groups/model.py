@@ -29,9 +29,10 @@ MEMBER_STATE_STABLE = 0
 # Bump when the JSON layout changes; from_json refuses layouts it does not know.
 # Format 3 (before rebalance durations) is still read: its groups start with an empty histogram.
 # Format 4 (before KIP-848 departures kept the member id and its last activity, and the group's
-# timeouts in force) is still read: its pending departures have neither.
-SNAPSHOT_FORMAT = 5
-_READABLE_FORMATS = (3, 4, SNAPSHOT_FORMAT)
+# timeouts in force) is still read: its pending departures have neither. Format 5 (before a departing
+# KIP-848 member's held partitions were kept) is still read: its pending departures have none.
+SNAPSHOT_FORMAT = 6
+_READABLE_FORMATS = (3, 4, 5, SNAPSHOT_FORMAT)
 
 # Kafka's defaults for group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms:
 # KIP-848 records carry no session timeout for members speaking the consumer protocol (the
@@ -116,7 +117,9 @@ class ConsumerMember:
     ``active_ms`` is the time of the latest subscription (5) or current-assignment (8) record
     written for it: Kafka writes those only while handling the member's own heartbeat, so its
     last heartbeat came no earlier. ``static_leave``: its latest current assignment carried
-    epoch -2 (a static member that closed; Kafka keeps it until its session times out).
+    epoch -2 (a static member that closed; Kafka keeps it until its session times out). ``held``:
+    what its current assignment gave it when that was tombstoned, kept until its subscription's
+    tombstone (the same write) records its departure.
     """
 
     member_id: str
@@ -125,6 +128,7 @@ class ConsumerMember:
     current: CurrentAssignment | None = None
     active_ms: int | None = None
     static_leave: bool = False
+    held: Assignment | None = None
 
     @property
     def owner(self) -> str:
@@ -140,12 +144,14 @@ class ConsumerMember:
 @dataclass
 class Departed:
     """A KIP-848 member removed since the last boundary: when (its subscription tombstone), under
-    which member id, its last activity the records show and whether it had left as a static member."""
+    which member id, its last activity the records show, whether it had left as a static member, and
+    the partitions it held (its last current assignment, pending revocations included; None: not known)."""
 
     time_ms: int
     member_id: str = ""
     active_ms: int | None = None
     static_leave: bool = False
+    held: Assignment | None = None
 
 
 @dataclass
@@ -253,7 +259,7 @@ class GroupSnapshot:
         d.update(
             v=SNAPSHOT_FORMAT,
             classic=asdict(self.classic) if self.classic is not None else None,
-            consumer=asdict(self.consumer) if self.consumer is not None else None,
+            consumer=_consumer_to_dict(self.consumer) if self.consumer is not None else None,
             epoch_owners=_owners_to_json(self.epoch_owners),
             epoch_members={owner: asdict(m) for owner, m in self.epoch_members.items()},
             last_owner=_owners_to_json(self.last_owner),
@@ -324,6 +330,15 @@ def _classic_from_dict(d: Mapping[str, Any]) -> ClassicState:
     return ClassicState(**{**d, "members": [ClassicMember(**m) for m in d["members"]]})
 
 
+def _consumer_to_dict(state: ConsumerState) -> dict[str, Any]:
+    """``held`` is set only between a leaving member's tombstones: no bytes for it otherwise."""
+    d = asdict(state)
+    for member in d["members"].values():
+        if member["held"] is None:
+            del member["held"]
+    return d
+
+
 def _consumer_from_dict(d: Mapping[str, Any]) -> ConsumerState:
     members = {}
     for member_id, m in d["members"].items():
@@ -334,6 +349,7 @@ def _consumer_from_dict(d: Mapping[str, Any]) -> ConsumerState:
             current=CurrentAssignment(**m["current"]) if m["current"] is not None else None,
             active_ms=m.get("active_ms"),
             static_leave=bool(m.get("static_leave")),
+            held=m.get("held"),
         )
     if "departed" in d:
         departed = {owner: Departed(**entry) for owner, entry in d["departed"].items()}

@@ -26,9 +26,11 @@ from streaming.protocol import GroupTimeouts
 from tests.unit.groups.test_topic_names import (
     ORDERS,
     T0,
+    Batches,
     Cluster,
     current,
     group_epoch,
+    member_metadata,
     offset_commit,
     target,
     target_epoch,
@@ -193,3 +195,28 @@ def test_classic_members_keep_the_classic_rule():
     classic = BoundaryMember("C", session_timeout_ms=45_000, rebalance_timeout_ms=300_000)
     assert classify_departure(classic, T0, T0 + 42_000) == "left_cleanly"
     assert classify_consumer_departure(CONSUMER_MEMBER, T0, Departed(T0 + 42_000), BROKERS) == "session_timeout"
+
+
+def test_a_dead_members_new_target_partitions_were_committed_by_their_last_holder_not_by_it():
+    """Seen on the real broker: B is killed; A then closes, and C's next heartbeat writes a target that hands
+    one of A's partitions to B, which will never take it. A's final commit on it is B's latest-looking one,
+    1 s before B's fence: read from the target, B would pass for a clean leave. What B held is its current
+    assignment (type 8, written only while handling its own heartbeats): its last commit is on those."""
+    group = GroupTimeouts(10_000, 1_000)
+    stage = GroupStage(facts=facts(group))
+    batches = Batches(stage)
+    a, b, c = {ORDERS: [0, 1]}, {ORDERS: [2, 3]}, {ORDERS: [4, 5]}
+    batches.apply([member_metadata("A"), member_metadata("B"), member_metadata("C"), group_epoch(1),
+                   target("A", a), target("B", b), target("C", c), target_epoch(1),
+                   current("A", 1, a), current("B", 1, b), current("C", 1, c)], T0)
+    batches.apply([offset_commit("orders", 2, 10, T0 + 900)], T0 + 900)  # B's last commit; killed at T0 + 1_200
+    batches.apply([offset_commit("orders", 0, 10, T0 + 9_000), offset_commit("orders", 1, 10, T0 + 9_000)],
+                  T0 + 9_000)  # A's close: its commit, then its leave
+    batches.apply([tombstone(8, "A"), tombstone(7, "A"), tombstone(5, "A"), group_epoch(2)], T0 + 9_001)
+    batches.apply([target("B", {ORDERS: [0, 2, 3]}), target("C", {ORDERS: [1, 4, 5]}), target_epoch(2)],
+                  T0 + 9_500)  # C's heartbeat
+    assert batches.events[0].departures == ("left_cleanly",)
+    batches.apply([tombstone(8, "B"), tombstone(7, "B"), tombstone(5, "B"), group_epoch(3)], T0 + 10_000 + 1_000)
+    batches.apply([target("C", {ORDERS: [0, 1, 2, 3, 4, 5]}), target_epoch(3)], T0 + 11_500)
+    [event] = batches.events
+    assert event.members_left == ("B",) and event.departures == ("session_timeout",)
