@@ -66,6 +66,7 @@ class RepartitionLoad:
         self.producer: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RepartitionLoad:
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.admin.create_topic(self.source, self.partitions)
         self.admin.create_topic(self.sink, 1)
         self.producer = start_producer(self.admin.bootstrap, self.source, self.rate)
