@@ -22,11 +22,12 @@ PASS or FAIL with its figures, and the exit status is 1 if any failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,20 @@ class Soak:
         self.check_streams("C", since)
 
 
+@contextlib.contextmanager
+def cluster(bootstrap: str | None, workdir: Path) -> Iterator[str]:
+    """The cluster given, or a local broker for the run."""
+    if bootstrap is not None:
+        yield bootstrap
+        return
+    broker = LocalKafka(workdir / "kafka")
+    print(f"broker {broker.version} ready in {broker.start():.1f}s", flush=True)
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", default=None, help="use this cluster instead of a local broker")
@@ -213,18 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart-minutes", type=float, default=6, help="C's length, restarted half way")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    with tempfile.TemporaryDirectory(prefix="trust-soak-") as tmp:
-        workdir = Path(tmp)
-        broker = None
-        bootstrap = args.bootstrap_server
-        if bootstrap is None:
-            broker = LocalKafka(workdir / "kafka")
-            print(f"broker {broker.version} ready in {broker.start():.1f}s", flush=True)
-            bootstrap = broker.bootstrap
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="trust-soak-") as tmp, \
+            cluster(args.bootstrap_server, Path(tmp)) as bootstrap:
         spark = spark_session(parse_args(["--bootstrap-server", bootstrap, "--master", "local[2]"]),
                               {"spark.ui.enabled": "false", "spark.driver.memory": "2g"})
-        soak = Soak(args, workdir, bootstrap, spark)
-        started = time.monotonic()
+        soak = Soak(args, Path(tmp), bootstrap, spark)
         try:
             soak.prometheus.start()
             soak.streams_and_slow_committer()
@@ -234,12 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             soak.prometheus.stop()
             soak.admin.close()
             spark.stop()
-            if broker is not None:
-                broker.stop()
-        failed = soak.report.failed
-        print(f"{'FAILED: ' + '; '.join(failed) if failed else 'all checks passed'} "
-              f"({(time.monotonic() - started) / 60:.1f} min)", flush=True)
-        return 1 if failed else 0
+    failed = soak.report.failed
+    print(f"{'FAILED: ' + '; '.join(failed) if failed else 'all checks passed'} "
+          f"({(time.monotonic() - started) / 60:.1f} min)", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -87,4 +87,7 @@ def test_streams_purges_are_no_loss_and_page_nothing(scene) -> None:
     alerts = {(r["metric"]["alertname"], r["metric"]["alertstate"]): r["value"][1] for r in prometheus.query(
         f'sum by (alertname, alertstate) (count_over_time(ALERTS{{group="{group}"}}[{window}]))')}
     assert not any(state == "firing" for _, state in alerts), alerts
-    print(f"repartition log start moved by {moved} in {LOAD_SECONDS}s; records lost 0; alerts {alerts or 'none'}")
+    verdicts = {(r["metric"]["status"], r["metric"]["reason"]): r["value"][1] for r in prometheus.query(
+        f'sum by (status, reason) (count_over_time(kafka_consumergroup_health{{group="{group}"}}[{window}]))')}
+    print(f"repartition log start moved by {moved} in {LOAD_SECONDS}s; records lost 0; alerts {alerts or 'none'}; "
+          f"health verdicts scraped {verdicts}")
