@@ -17,7 +17,7 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo-setup jars prometheus prometheus3 helm wheel image bench-image test test-fast lint run screenshot bench bench-job bench-soak fuzz kafka-up kafka-down clean
+.PHONY: setup demo-setup jars prometheus prometheus3 helm wheel image bench-image test test-fast lint run screenshot bench bench-job bench-soak soak-trust fuzz kafka-up kafka-down clean
 
 # What the demo needs (`make run`); `setup` adds the test tools, Prometheus 3 and Helm, built from source.
 demo-setup: $(STAMP) jars prometheus
@@ -138,6 +138,13 @@ bench-image: jars
 # sampled every minute (benchmarks/soak.py). SOAK_ARGS="--minutes 30" shortens it. Not part of make test.
 bench-soak: setup
 	$(PY) -m benchmarks.soak $(SOAK_ARGS)
+
+# Issue 28's pages on real parts: a Kafka Streams app's purges, a slow committer, a capped catch-up with a
+# restart, beside a real Prometheus on the shipped rules; about 25 minutes, prints PASS/FAIL per check
+# (benchmarks/trust_soak.py, docs/benchmarks.md). TRUST_SOAK_ARGS="--streams-minutes 3" shortens it.
+# Not part of make test.
+soak-trust: setup
+	$(PY) -m benchmarks.trust_soak $(TRUST_SOAK_ARGS)
 
 fuzz: setup
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/unit/decoders/test_properties.py

@@ -43,6 +43,7 @@ class Member:
     max_poll_interval_ms: int = 300000
     process_delay_ms: int = 0
     assign_delay_ms: int = 0
+    commit_interval_ms: int = 1000  # auto-commit's interval
     more_topics: list[str] | None = None
     hold: bool = False
     assignment: frozenset[Partition] = frozenset()
@@ -60,7 +61,8 @@ class Member:
                "--protocol", self.protocol, "--assignor", *self.assignor.split(","),
                "--session-timeout-ms", str(self.session_timeout_ms),
                "--max-poll-interval-ms", str(self.max_poll_interval_ms),
-               "--process-delay-ms", str(self.process_delay_ms), "--assign-delay-ms", str(self.assign_delay_ms)]
+               "--process-delay-ms", str(self.process_delay_ms), "--assign-delay-ms", str(self.assign_delay_ms),
+               "--commit-interval-ms", str(self.commit_interval_ms)]
         if self.more_topics:
             cmd += ["--more-topics", *self.more_topics]
         if self.hold:

@@ -11,33 +11,15 @@ default to classic, consumer and streams, and a new cluster's ``streams.version`
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
-from testbed.broker import KAFKA_CONFIG_DIR
-from testbed.jvm import kafka_jars, kafka_streams_jars
-from testbed.workload import wait_until
 from tests.support.exposition import series, value
 from tests.support.monitor_helpers import wait_for
+from tests.support.streams_app import close_app, streams_app, wait_running
 
 pytestmark = pytest.mark.slow
 
-APP = Path(__file__).resolve().parents[1] / "jvm" / "StreamsApp.java"
 PARTITIONS = 2
-
-
-def _streams_app(version: str, args: list[str], output: Path) -> subprocess.Popen[str]:
-    """StreamsApp.java under the broker's jars (logging) and Kafka Streams'; it runs until stdin closes.
-
-    Its output goes to a file (a pipe nobody reads could fill and stall it)."""
-    classpath = f"{kafka_jars(version)}/*:{kafka_streams_jars(version)}/*"
-    command = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               f"-Dlog4j2.configurationFile={KAFKA_CONFIG_DIR / 'tools-log4j2.properties'}",
-               "-cp", classpath, str(APP), *args]
-    with output.open("w") as out:
-        return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def test_a_streams_group_shows_as_a_streams_group(kafka_broker, admin, monitor, unique, tmp_path) -> None:
@@ -48,13 +30,10 @@ def test_a_streams_group_shows_as_a_streams_group(kafka_broker, admin, monitor, 
     admin.create_topic(sink, 1)
     admin.produce(source, 20)
     output = tmp_path / "streams-app.log"
-    app = _streams_app(kafka_broker.version, [kafka_broker.bootstrap, group, source, sink, str(tmp_path / "state")],
-                       output)
-    assert app.stdin is not None
+    app = streams_app(kafka_broker.version, [kafka_broker.bootstrap, group, source, sink, str(tmp_path / "state")],
+                      output)
     try:
-        wait_until(lambda: app.poll() is not None or "RUNNING" in output.read_text().splitlines(), 45,
-                   "Kafka Streams to run")
-        assert app.poll() is None, output.read_text()
+        wait_running(app, output)
         samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_state", group=group, state="Stable") == 1
                            and value(s, "kafka_consumergroup_info", group=group, group_type="streams") == 1,
                            "the streams group, Stable", timeout=60)
@@ -68,13 +47,8 @@ def test_a_streams_group_shows_as_a_streams_group(kafka_broker, admin, monitor, 
         assert tasks == PARTITIONS  # one active task per partition of the one subtopology
         assert value(samples, "kafka_consumergroup_rebalances_total", group=group) == 0
     finally:
-        app.stdin.close()  # StreamsApp then closes Kafka Streams, leaving the group
-        try:
-            app.wait(60)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait()
-    assert app.returncode == 0, output.read_text()
+        returncode = close_app(app)  # StreamsApp then closes Kafka Streams, leaving the group
+    assert returncode == 0, output.read_text()
     samples = wait_for(monitor, lambda s: value(s, "kafka_consumergroup_current_members", group=group) == 0,
                        "the member to leave", timeout=60)
     assert value(samples, "kafka_consumergroup_state", group=group, state="Empty") == 1, \

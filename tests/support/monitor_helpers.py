@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from streaming.driver.config import DriverConfig
 from streaming.job import Monitor
+from streaming.lag.config import LagConfig
 from streaming.options import parse_args
 from tests.support.exposition import Samples, fetch, value
 
@@ -21,6 +23,12 @@ def start_monitor(spark: Any, bootstrap: str, workdir: Path, *extra: str) -> Mon
                           "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--trigger-seconds", "1",
                           "--lag-poll-seconds", "1", "--state-partitions", "2", "--cluster", "test", *extra])
     return Monitor(spark, options).start()
+
+
+def default_cadence() -> tuple[str, ...]:
+    """Flags (given after start_monitor's) that put back the trigger and lag-poll intervals it shortens: the job
+    at its defaults, as an operator runs it, where the time between a commit and its batch is seconds."""
+    return ("--trigger-seconds", str(DriverConfig.trigger_seconds), "--lag-poll-seconds", str(LagConfig.poll_seconds))
 
 
 def scrape(monitor: Monitor) -> Samples:
