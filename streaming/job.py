@@ -37,6 +37,7 @@ from streaming.cluster.client import (
     secret_values,
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
+from streaming.driver.activity_clock import ActivityClock
 from streaming.driver.config import DRIVER_JAVA_OPTIONS, STOP_SECONDS, driver_java_options
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.health import Health, launched_jvm_status, query_verdict
@@ -130,8 +131,10 @@ class Monitor:
         self.progress = ProgressWatcher(self.instruments, lambda: self.runner.query, self.runner.last_report,
                                         self.health, min(1.0, options.driver.trigger_seconds),
                                         start_offsets=lambda: checkpoint_start_offsets(spark_checkpoint))
-        components: list[Component] = [self.server, self.metadata, self.runner, self.progress, self.lag_refresh,
-                                       self.advisor, self.poller]
+        # Groups turn abandoned by the clock alone: published on time even when no batch runs.
+        self.activity_clock = ActivityClock(lambda: self.runner.sink)
+        components: list[Component] = [self.server, self.metadata, self.runner, self.progress, self.activity_clock,
+                                       self.lag_refresh, self.advisor, self.poller]
         self.live_poller: LivePoller | None = None
         if live:
             self.live_poller = LivePoller(options.kafka.bootstrap_servers, self.publisher.states,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,7 @@ from streaming.groups.stage import GroupStage
 from streaming.groups.store import StateStore
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
-from streaming.protocol import BatchInput, BatchReport, BatchResult
+from streaming.protocol import BatchInput, BatchReport, BatchResult, GroupChange
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,9 @@ class BatchSink:
 
     With a ``floor_log`` (the query runner hands it over), each batch's risen floors and data position are
     written before the batch publishes anything.
+
+    Between batches, :meth:`publish_due` publishes the groups the clock alone turned abandoned (the activity
+    clock's thread calls it); one lock keeps it and a batch's fold apart.
     """
 
     def __init__(self, config: GroupsConfig, stage: GroupStage, store: StateStore, publisher: Publisher,
@@ -88,6 +92,7 @@ class BatchSink:
         self.last_report = BatchReport()
         self._last_sweep = time.monotonic()
         self._batches = 0
+        self._lock = threading.Lock()  # the stage is folded or asked by one thread at a time
         if publish_restored:
             now_ms = int(time.time() * 1000)
             with young_garbage_only():
@@ -115,6 +120,10 @@ class BatchSink:
 
     def handle(self, batch: BatchInput, batch_id: int) -> BatchResult:
         """Fold one batch and publish it (apart from Spark, so tests can drive it with Arrow tables)."""
+        with self._lock:
+            return self._handle(batch, batch_id)
+
+    def _handle(self, batch: BatchInput, batch_id: int) -> BatchResult:
         # Spark committed batch_id - 1 before starting this one: a safe point for a snapshot.
         self.store.maybe_compact(batch_id - 1 if batch_id > 0 else None, self.stage)
         result = self.stage.apply(batch)
@@ -131,15 +140,34 @@ class BatchSink:
         instruments = self.publisher.instruments
         instruments.count_records(batch.records, batch.newest_record_ms)
         instruments.count_decode_errors(batch.errors + result.errors)
-        changes = self.stage.changes(result, int(time.time() * 1000))
-        if self.floor_log is not None:  # what the batch will show, on disk before any of it is shown
-            self.publisher.floors.prepare(changes, result.removed)
-            self.floor_log.write(batch_id, batch.folded_through_ms, self.publisher.floors)
-        for change in changes:
-            self.publisher.apply(change)
-        for group in result.removed:
-            self.publisher.remove(group)
+        self._publish(self.stage.changes(result, int(time.time() * 1000)), result.removed, batch_id,
+                      batch.folded_through_ms)
         self.publisher.book.folded_through(batch.folded_through_ms)
         instruments.count_limits(self.stage.take_limit_hits(), self.stage.groups_dropped,
                                  sum(self.stage.members_dropped.values()))
         return result
+
+    def publish_due(self, now_ms: int) -> int:
+        """Publish the groups whose ``--abandoned-after`` ran out by ``now_ms`` with nothing written for them
+        (:meth:`GroupStage.changes` of an empty result); how many. On a quiet cluster no batch comes to hand
+        them over, and a group left shown inactive keeps paging. Skipped while a batch is folded: that
+        batch hands them over."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            changes = self.stage.changes(BatchResult(), now_ms)
+            self._publish(changes, set(), None, None)
+            return len(changes)
+        finally:
+            self._lock.release()
+
+    def _publish(self, changes: list[GroupChange], removed: set[str], batch_id: int | None,
+                 folded_through_ms: int | None) -> None:
+        """Changes and removals shown, what they raise on disk first (with a floor log)."""
+        if self.floor_log is not None:
+            self.publisher.floors.prepare(changes, removed)
+            self.floor_log.write(batch_id, folded_through_ms, self.publisher.floors)
+        for change in changes:
+            self.publisher.apply(change)
+        for group in removed:
+            self.publisher.remove(group)
