@@ -433,11 +433,15 @@ class LagBook:
                      if since is not None and since != math.inf and tp[0] in retention]
         verdict = None
         sampled_at = self.tracker.last_round_at()
-        if sampled_at is not None and log_ends:
+        # A group with members is judged on the topics they are assigned: records arriving on a topic it stopped
+        # consuming (its old commits wait to expire there) are not a group that stopped (nor a page).
+        assigned = {tp[0] for parts in owned.values() for tp in parts}
+        judged = {tp: end for tp, end in log_ends.items() if not assigned or tp[0] in assigned}
+        if sampled_at is not None and judged:
             # The job's offsets, as the offsets topic ordered the group's commits: a scrape's OffsetFetch laid
             # over them (newer, or kept from an earlier fetch when one failed) would read as a rewind.
             ordered = self._offsets[group]
-            self.health.record(group, {tp: ordered[tp] for tp in log_ends if tp in ordered}, log_ends,
+            self.health.record(group, {tp: ordered[tp] for tp in judged if tp in ordered}, judged,
                                self._last_commit.get(group, 0.0), sampled_at)
             verdict = self.health.verdict(group, sampled_at)
         if rows or uncommitted:

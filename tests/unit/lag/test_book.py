@@ -303,3 +303,21 @@ def test_a_fresh_poll_round_does_not_spare_a_scrape_its_commit_fetch() -> None:
     lag._commits_asked_at -= 1.0  # the first fetch a second ago
     lag.freshen()
     assert asked == ["committed", "log ends"] * 2
+
+
+def test_a_topic_the_members_dropped_is_no_verdict_on_the_group() -> None:
+    """The group's members consume "kept" (committing as records come) and dropped "old" long ago: records
+    still arriving on "old" below its last commit do not make the group stopped; unassigned, it would be."""
+    lag, tracker, shown, clock = book()
+    for i in range(12):  # a whole window, sampled without a gap
+        clock.now = NOW + 60 * i
+        lag.update("g", {("kept", 0): 100 + 50 * i, ("old", 0): 10}, {A: [("kept", 0)]}, last_commit_s=clock.now)
+        sample(tracker, clock, {("kept", 0): (0, 100 + 50 * i), ("old", 0): (0, 100 + 50 * i)})
+        lag.refresh(clock.now)
+    assert shown.last("g").verdict[0] == "OK", shown.last("g").verdict
+    lag.update("g", {("kept", 0): 650, ("old", 0): 10}, {A: []}, last_commit_s=clock.now)  # members without topics
+    for i in range(12, 24):
+        clock.now = NOW + 60 * i
+        sample(tracker, clock, {("kept", 0): (0, 650), ("old", 0): (0, 100 + 50 * i)})
+        lag.refresh(clock.now)
+    assert shown.last("g").verdict != ("OK", "ok")  # nothing assigned: every committed topic is judged
