@@ -50,6 +50,19 @@ def state_of(samples: dict, group: str) -> list[str]:
     return sorted(dict(labels)["state"] for labels in series(samples, "kafka_consumergroup_state", group=group))
 
 
+def stable_group(kafka_broker: LocalKafka, admin: Admin, members: list[Member], group: str, topic: str,
+                 size: int) -> list[Member]:
+    """``size`` classic members (rebalance timeout MAX_POLL_MS) balanced over ``2 * size`` partitions of
+    ``topic``, which holds records."""
+    admin.create_topic(topic, 2 * size)
+    admin.produce(topic, 100 * size)
+    started = start_members(Member(kafka_broker.bootstrap, group, [topic], f"{group}-c{i}",
+                                   max_poll_interval_ms=MAX_POLL_MS) for i in range(size))
+    members += started
+    wait_balanced(started, [(topic, p) for p in range(2 * size)])
+    return started
+
+
 def long_rebalances(samples: dict, group: str) -> float:
     """Observed rebalances of ``group`` longer than 10 s (the histogram's +Inf count minus its 10 s bucket)."""
     name = "kafka_consumergroup_observed_rebalance_duration_seconds_bucket"
@@ -60,12 +73,7 @@ def test_a_stuck_classic_rebalance_is_shown_live_and_alerted(live_scene, kafka_b
                                                              members: list[Member]) -> None:
     monitor, prometheus, prefix = live_scene
     group, topic = f"{prefix}-stuck", f"{prefix}-t"
-    admin.create_topic(topic, 4)
-    admin.produce(topic, 200)
-    first = start_members(Member(kafka_broker.bootstrap, group, [topic], f"{group}-c{i}",
-                                 max_poll_interval_ms=MAX_POLL_MS) for i in range(2))
-    members += first
-    wait_balanced(first, [(topic, p) for p in range(4)])
+    first = stable_group(kafka_broker, admin, members, group, topic, 2)
     wait_for(monitor, lambda s: state_of(s, group) == ["Stable"]
              and value(s, "kafka_consumergroup_rebalance_timeout_seconds", group=group) == MAX_POLL_MS / 1000,
              "the group Stable, with its rebalance timeout")
@@ -177,12 +185,7 @@ def test_a_rebalance_that_starts_again_after_a_completed_generation_stays_shown(
     GroupRebalanceStuck's series stays in Prometheus (it once showed Stable, with no series)."""
     monitor, prometheus, prefix = live_scene
     group, topic = f"{prefix}-twice", f"{prefix}-twice-t"
-    admin.create_topic(topic, 6)
-    admin.produce(topic, 300)
-    first = start_members(Member(kafka_broker.bootstrap, group, [topic], f"{group}-c{i}",
-                                 max_poll_interval_ms=MAX_POLL_MS) for i in range(3))
-    members += first
-    wait_balanced(first, [(topic, p) for p in range(6)])
+    first = stable_group(kafka_broker, admin, members, group, topic, 3)
     wait_for(monitor, lambda s: state_of(s, group) == ["Stable"], "the group Stable")
     _, survivor, stalled_first = first
 
