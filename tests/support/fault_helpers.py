@@ -347,12 +347,13 @@ class SparkCluster:
         return self
 
     def state(self) -> dict[str, Any]:
-        """The master's own view (its web UI's JSON)."""
+        """The master's own view (its web UI's JSON); empty while the UI is not up or, in its first
+        second, answers with an HTML page instead (seen once on a loaded machine)."""
         import json
 
         try:
             return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json", timeout=5).read())
-        except OSError:
+        except (OSError, ValueError):
             return {}
 
     def alive_workers(self) -> list[dict[str, Any]]:
