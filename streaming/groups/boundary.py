@@ -114,11 +114,11 @@ FENCE_SLACK_MS = 1_000
 def classify_departure(
     member: BoundaryMember, last_commit_ms: int | None, departed_ms: int
 ) -> str:
-    """How a classic member left, inferred from its last offset commit (one of :data:`DEPARTURES`).
+    """How a member of a classic group left, inferred from its last offset commit (one of
+    :data:`DEPARTURES`; a classic-protocol member of a KIP-848 group: :func:`classic_member_timeouts`).
 
-    ``gap`` = ``departed_ms`` (when the coordinator removed it: classic = the end of the
-    join phase that followed, the earliest time the records give; a classic-protocol member
-    of a KIP-848 group = its tombstones) − ``last_commit_ms`` (the latest commit on a
+    ``gap`` = ``departed_ms`` (when the coordinator removed it: the end of the join phase
+    that followed, the earliest time the records give) − ``last_commit_ms`` (the latest commit on a
     partition it owned). A member that stops polling commits nothing for
     max.poll.interval.ms before it is removed (gap ≥ rebalance timeout → ``poll_timeout``);
     a crashed or partitioned one is removed a session timeout after the later of its last
@@ -148,10 +148,21 @@ def fence_threshold_ms(timeouts: GroupTimeouts) -> int:
     return session - heartbeat - min(FENCE_SLACK_MS, max(0, session - heartbeat) // 2)
 
 
+def classic_member_timeouts(member: BoundaryMember, group: GroupTimeouts) -> GroupTimeouts:
+    """The timeouts that fence a classic-protocol member of a KIP-848 group. Kafka times its session
+    with the session timeout of its JoinGroup and renews it on its classic heartbeats only: unlike in a
+    classic group, its offset commits do not renew it (OffsetMetadataManager reschedules heartbeats for
+    classic groups only), so the KIP-848 rule applies. Kafka does not record the client's heartbeat
+    interval: taken as a third of the session timeout, the most Kafka's consumer documentation advises."""
+    session = member.session_timeout_ms or group.session_timeout_ms
+    return GroupTimeouts(session, session // 3)
+
+
 def classify_consumer_departure(
     member: BoundaryMember, last_commit_ms: int | None, departed: Departed, timeouts: GroupTimeouts
 ) -> str:
-    """How a KIP-848 member speaking the consumer protocol left (one of :data:`DEPARTURES`).
+    """How a member of a KIP-848 group left (one of :data:`DEPARTURES`): one speaking the consumer
+    protocol with the group's ``timeouts``, a classic-protocol one with :func:`classic_member_timeouts`.
 
     Its session is renewed by heartbeats only (an offset commit renews a classic member's session,
     not a KIP-848 one's), and a heartbeat that changes nothing writes nothing. What the records show
@@ -198,12 +209,13 @@ def _departure(
     commits are looked for on the partitions it held when removed (see :class:`Departed`), where known;
     else on those the last boundary's assignment gave it."""
     departed = at.departed.get(owner)
-    if member.consumer_protocol and at.timeouts is not None:
+    if at.timeouts is not None:
         held = departed.held if departed is not None else None
         partitions = ([(t, p) for t, parts in held.items() for p in parts] if held is not None
                       else _assigned(snapshot, owner))
+        timeouts = at.timeouts if member.consumer_protocol else classic_member_timeouts(member, at.timeouts)
         return classify_consumer_departure(member, _last_commit(snapshot, partitions, commits),
-                                           departed or Departed(at.time), at.timeouts)
+                                           departed or Departed(at.time), timeouts)
     return classify_departure(member, _last_commit(snapshot, _assigned(snapshot, owner), commits),
                               departed.time_ms if departed is not None else at.time)
 

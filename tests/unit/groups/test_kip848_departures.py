@@ -23,11 +23,13 @@ from streaming.groups.fold import apply_record
 from streaming.groups.model import BoundaryMember, Departed, GroupSnapshot
 from streaming.groups.stage import GroupStage
 from streaming.protocol import GroupTimeouts
+from tests.support.decoder_encoder import encode_key, encode_value
 from tests.unit.groups.test_topic_names import (
     ORDERS,
     T0,
     Batches,
     Cluster,
+    G,
     current,
     group_epoch,
     member_metadata,
@@ -189,9 +191,9 @@ def test_a_static_member_that_closed_is_removed_a_session_later_and_left_cleanly
     assert event.members_left == ("b",) and event.departures == ("left_cleanly",)
 
 
-def test_classic_members_keep_the_classic_rule():
-    """A commit renews a classic member's session (OffsetMetadataManager reschedules its heartbeat), so a
-    gap below its session timeout is a clean leave there."""
+def test_members_of_classic_groups_keep_the_classic_rule():
+    """In a classic group a commit renews the member's session (OffsetMetadataManager reschedules its
+    heartbeat), so a gap below its session timeout is a clean leave there."""
     classic = BoundaryMember("C", session_timeout_ms=45_000, rebalance_timeout_ms=300_000)
     assert classify_departure(classic, T0, T0 + 42_000) == "left_cleanly"
     assert classify_consumer_departure(CONSUMER_MEMBER, T0, Departed(T0 + 42_000), BROKERS) == "session_timeout"
@@ -220,3 +222,32 @@ def test_a_dead_members_new_target_partitions_were_committed_by_their_last_holde
     batches.apply([target("C", {ORDERS: [0, 1, 2, 3, 4, 5]}), target_epoch(3)], T0 + 11_500)
     [event] = batches.events
     assert event.members_left == ("B",) and event.departures == ("session_timeout",)
+
+
+def classic_member_metadata(member: str, session_ms: int) -> tuple[bytes, bytes]:
+    """A member that joined the KIP-848 group with the classic protocol (JoinGroup's session timeout)."""
+    value = {"instanceId": None, "rackId": None, "clientId": f"client-{member}", "clientHost": "/10.0.0.3",
+             "subscribedTopicNames": ("orders",), "subscribedTopicRegex": None, "rebalanceTimeoutMs": 300000,
+             "serverAssignor": None,
+             "classicMemberMetadata": Struct(sessionTimeoutMs=session_ms, supportedProtocols=())}
+    return encode_key(5, {"groupId": G, "memberId": member}), encode_value(5, 0, value)
+
+
+@pytest.mark.parametrize(("crash", "expected"), [(True, "session_timeout"), (False, "left_cleanly")])
+def test_a_classic_member_of_a_kip848_group_is_fenced_by_its_heartbeats_not_its_commits(crash, expected):
+    """Kafka renews a classic-protocol member's session in a KIP-848 group on its classic heartbeats only
+    (its commits renew nothing there). C heartbeats at T0 + 30 s, auto-commits 2 s later and dies: fenced
+    45 s after that heartbeat, 43 s after its last commit, less than its session timeout. Closed instead,
+    its tombstones follow its last commit within milliseconds."""
+    stage = GroupStage(facts=facts())
+    batches = Batches(stage)
+    a, c = {ORDERS: [0, 1]}, {ORDERS: [2, 3]}
+    batches.apply([member_metadata("A"), classic_member_metadata("C", 45_000), group_epoch(1),
+                   target("A", a), target("C", c), target_epoch(1), current("A", 1, a), current("C", 1, c)], T0)
+    last_commit = T0 + 32_000
+    batches.apply([offset_commit("orders", 2, 10, last_commit)], last_commit)
+    removed = T0 + 30_000 + 45_000 if crash else last_commit + 15
+    batches.apply([tombstone(8, "C"), tombstone(7, "C"), tombstone(5, "C"), group_epoch(2)], removed)
+    batches.apply([target("A", {ORDERS: [0, 1, 2, 3]}), target_epoch(2)], removed + 500)
+    [event] = batches.events
+    assert event.members_left == ("C",) and event.departures == (expected,)
