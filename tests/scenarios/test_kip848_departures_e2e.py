@@ -34,7 +34,14 @@ from testbed.broker import LocalKafka
 from testbed.workload import Admin, Member, Partition, RateProducer, start_members, wait_balanced, wait_until
 from tests.support.exposition import Samples, series, value
 from tests.support.fault_helpers import JobProcess
-from tests.support.kip848_departures import CommitWatcher, GroupRecords, describe_configs, set_group_config, trails
+from tests.support.kip848_departures import (
+    CommitWatcher,
+    FenceWatcher,
+    GroupRecords,
+    describe_configs,
+    set_group_config,
+    trails,
+)
 from tests.support.lag_helpers import describe_members
 
 pytestmark = pytest.mark.slow
@@ -80,29 +87,35 @@ class Exit:
 
 @dataclass
 class Pause:
-    """One member stopped (SIGSTOP) ``delay`` s into the phase for ``seconds``, then resumed (SIGCONT);
-    ``owned`` and ``member_id`` are what it held and its id when stopped, ``at_ms`` and ``resumed_ms``
-    the wall times of the two signals."""
+    """One member stopped (SIGSTOP) ``delay`` s into the phase, then resumed (SIGCONT) ``seconds`` later,
+    or with ``on_fence`` as soon as its removal lands (within milliseconds of the fence: it rejoins
+    before the other members' next heartbeat recomputes the target, mostly); ``owned`` and ``member_id``
+    are what it held and its id when stopped, ``at_ms`` and ``resumed_ms`` the wall times of the signals."""
 
     member: Member
     delay: float
     seconds: float
+    on_fence: bool = False
     owned: frozenset[Partition] = frozenset()
     member_id: str = ""
     at_ms: int = 0
     resumed_ms: int = 0
 
-    def run(self) -> None:
+    def run(self, fences: FenceWatcher) -> None:
         time.sleep(self.delay)
         self.owned, self.member_id = self.member.assignment, self.member.member_id or ""
         self.at_ms = int(time.time() * 1000)
         self.member.send_signal(signal.SIGSTOP)
-        time.sleep(self.seconds)
+        if self.on_fence:
+            fences.wait_removed(self.member_id, self.seconds)
+        else:
+            time.sleep(self.seconds)
         self.resumed_ms = int(time.time() * 1000)
         self.member.send_signal(signal.SIGCONT)
 
     def __str__(self) -> str:
-        return f"{self.member.client_id} ({self.member_id}) stopped at {self.at_ms}, resumed at {self.resumed_ms}"
+        how = "on its fence" if self.on_fence else "after a while"
+        return f"{self.member.client_id} ({self.member_id}) stopped at {self.at_ms}, resumed {how} at {self.resumed_ms}"
 
 
 def _departures(samples: Samples, group: str) -> dict[str, float]:
@@ -213,20 +226,25 @@ def _check_phase(job: JobProcess, kafka: LocalKafka, admin: Admin, anchors: dict
 
 def _pause_phase(bootstrap: str, admin: Admin, job: JobProcess, topic: str, anchors: dict[str, Member],
                  members: list[Member], rng: random.Random) -> tuple[Samples, list[Pause]]:
-    """Start 2 members per group; once they own, have committed and the job counts them, stop each for
-    1.5 to 4 s longer than the session (each fenced after it), then resume it. The job's counters just
-    before the pauses, and the pauses."""
+    """Start 2 members per group; once they own, have committed and the job counts them, stop both: one is
+    resumed as soon as its fence lands, the other 1.5 to 4 s past the session (fenced by then). The job's
+    counters just before the pauses, and the pauses."""
     crew = _crew(3, PAUSED, bootstrap, admin, topic, anchors, members)
     before = job.wait(lambda s: all(value(s, "kafka_consumergroup_current_members", group=g) == 1 + PAUSED
                                     for g in anchors), "the third phase's members")
     session = GROUP_SESSION_MS / 1000
-    pauses = [Pause(m, rng.uniform(0, 1), rng.uniform(session + 1.5, session + 4))
-              for ms in crew.values() for m in ms]
-    threads = [threading.Thread(target=p.run, name=p.member.client_id) for p in pauses]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    pauses = [Pause(m, rng.uniform(0, 1), session + 10 if i == 0 else rng.uniform(session + 1.5, session + 4),
+                    on_fence=i == 0)
+              for ms in crew.values() for i, m in enumerate(ms)]
+    fences = FenceWatcher(bootstrap, anchors).start_tailing()
+    try:
+        threads = [threading.Thread(target=p.run, args=(fences,), name=p.member.client_id) for p in pauses]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        fences.stop()
     return before, pauses
 
 
@@ -253,7 +271,7 @@ def _check_pause(job: JobProcess, kafka: LocalKafka, admin: Admin, anchors: dict
         trail = records[p.member.group].trails.get(p.member_id)
         assert trail is not None and trail.gap_ms is not None, sequence
         assert group_threshold <= trail.gap_ms < broker_threshold, sequence
-        assert p.at_ms < trail.removed_ms < p.resumed_ms, sequence
+        assert p.at_ms < trail.removed_ms <= p.resumed_ms, sequence
 
     # Kafka's tool: every paused member is back, under the member id it had before (KIP-1082).
     wait_until(lambda: all(p.member.member_id == p.member_id and p.member.assignment for p in pauses), 60,
@@ -286,6 +304,7 @@ def _check_pause(job: JobProcess, kafka: LocalKafka, admin: Admin, anchors: dict
             joined = [e.event_time_ms for e in events if p.member_id in e.members_joined]
             assert [how for _, how in left] == ["session_timeout"] and len(joined) == 1, f"{p}\n{log}"
             assert joined[0] >= left[0][0], f"{p}\n{log}"
+        print(f"{g}'s third phase (a member left and joined in one rebalance: back before the target moved):\n{log}")
         ids = {p.member_id for p in paused[g]}
         assert all(set(e.members_left) <= ids and set(e.members_joined) <= ids for e in events), log
         assert all(e.causes and set(e.causes) <= {"members_joined", "members_left"} for e in events), log
