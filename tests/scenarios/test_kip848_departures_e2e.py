@@ -8,8 +8,10 @@ kept non-empty by an anchor member. The groups' own session timeout (4 s, set wi
 4 s after its last heartbeat, a gap the brokers' value would read as a clean leave, so only the
 group's value classifies it right. Each phase kills 10 members (most right after a commit of theirs,
 the others at random moments) and closes 10; a third phase stops 8 members (SIGSTOP, 2 per group)
-for longer than the session and resumes them (SIGCONT): Kafka fences each, and the client rejoins
-under the same member id (KIP-1082), which counts one ``session_timeout`` departure and one join.
+for longer than the session and resumes them (SIGCONT), one per group the moment its fence lands
+(back before the target moved: one rebalance), the other seconds later (two): Kafka fences each, and
+the client rejoins under the same member id (KIP-1082), which counts one ``session_timeout``
+departure and one join.
 Between the phases the job process is stopped (SIGTERM, then SIGKILL) and started again on its
 checkpoint; its counters must come back as they were. Kafka is the oracle: its records give each
 departure's times and the groups' target epochs, its consumer-groups tool who is in the group.
