@@ -4,7 +4,8 @@
 ``trails`` reads a group's records from ``__consumer_offsets`` and gives, per removed member, the
 three times the departure rule reads (last commit on its partitions, last record Kafka wrote while
 handling its heartbeat, its subscription tombstone) and the group's target-assignment epochs;
-``CommitWatcher`` notices a group's commits as they land, so a member can be killed right after one.
+``CommitWatcher`` notices a group's commits as they land, so a member can be killed right after one;
+``FenceWatcher`` notices a member's removal as it lands, so a paused member can be resumed right after it.
 """
 
 from __future__ import annotations
@@ -144,3 +145,60 @@ class CommitWatcher(threading.Thread):
         if self.ident is not None:
             self.join(10)
         self.admin.close()
+
+
+class FenceWatcher(threading.Thread):
+    """Tails the groups' partitions of ``__consumer_offsets`` and notes each member's subscription
+    tombstone (its removal: a fence, or a leave) as it lands, so a paused member can be resumed
+    within milliseconds of its fence, before the other members' next heartbeats."""
+
+    def __init__(self, bootstrap: str, groups: Iterable[str]) -> None:
+        super().__init__(daemon=True, name="fence-watcher")
+        self.bootstrap, self.groups = bootstrap, set(groups)
+        self._removed: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._ready = threading.Event()
+
+    def _event(self, member_id: str) -> threading.Event:
+        with self._lock:
+            return self._removed.setdefault(member_id, threading.Event())
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
+                                 exclude_internal_topics=False, fetch_max_wait_ms=10)
+        try:
+            count = len(consumer.partitions_for_topic("__consumer_offsets") or [])
+            partitions = {coordinator_partition(g, count) for g in self.groups}
+            tps = [TopicPartition("__consumer_offsets", p) for p in partitions]
+            consumer.assign(tps)
+            consumer.seek_to_end(*tps)
+            for tp in tps:
+                consumer.position(tp)
+            self._ready.set()
+            while not self._stop_event.is_set():
+                for batch in consumer.poll(timeout_ms=50).values():
+                    for raw in batch:
+                        record = decode(raw.key, raw.value)
+                        if (isinstance(record, Record) and record.group in self.groups and record.value is None
+                                and record.record_type == RecordType.CONSUMER_GROUP_MEMBER_METADATA):
+                            self._event(str(record.key["memberId"])).set()
+        finally:
+            self._ready.set()
+            consumer.close()
+
+    def start_tailing(self, timeout: float = 30) -> FenceWatcher:
+        self.start()
+        self._ready.wait(timeout)
+        return self
+
+    def wait_removed(self, member_id: str, timeout: float) -> bool:
+        """Wait until ``member_id``'s subscription tombstone is written; whether it was within ``timeout``."""
+        return self._event(member_id).wait(timeout)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.ident is not None:
+            self.join(10)
