@@ -31,10 +31,9 @@ from pathlib import Path
 from benchmarks.fresh_job import child_pids, rss_bytes
 from testbed.broker import LocalKafka, free_port
 from testbed.demo import GROUPS, Demo
+from testbed.image import ENV, Container, job_args, podman
 
 MIB = 1024 * 1024
-# What deploy/k8s/deployment.yaml sets beside its arguments.
-ENV = {"HOME": "/tmp", "SPARK_LOCAL_DIRS": "/tmp/spark", "PYSPARK_SUBMIT_ARGS": "--driver-memory 1536m pyspark-shell"}
 
 
 @dataclass
@@ -42,29 +41,6 @@ class Run:
     ready: float  # start to /-/ready 200
     groups: float  # start to every demo group on /metrics
     peak_rss: int
-
-
-def job_args(bootstrap: str, checkpoint: str, port: int) -> list[str]:
-    """deploy/k8s/deployment.yaml's arguments, its Secret's settings file left out (a plaintext broker)."""
-    return ["run", "--bootstrap-server", bootstrap, "--cluster", "demo", "--checkpoint-dir", checkpoint,
-            "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--master", "local[2]",
-            "--spark-conf", "spark.local.dir=/tmp/spark"]
-
-
-def container(image: str, name: str, data: Path, args: list[str]) -> tuple[list[str], Callable[[], int]]:
-    """The ``podman run`` command and how to find the container's first process once it runs."""
-    command = ["podman", "run", "-d", "--name", name, "--network", "host", "--read-only",
-               # Spark unpacks and loads native libraries (snappy, zstd) from its scratch space.
-               "--tmpfs", "/tmp:rw,exec,nosuid,nodev,mode=1777", "-v", f"{data}:/data",
-               "--user", "1000:1000", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-               "-w", "/tmp", *(f"--env={k}={v}" for k, v in ENV.items()), image, *args]
-
-    def pid() -> int:
-        out = subprocess.run(["podman", "inspect", "--format", "{{.State.Pid}}", name],
-                             capture_output=True, text=True, check=True).stdout
-        return int(out.strip())
-
-    return command, pid
 
 
 def tree_rss(pid: int) -> int:
@@ -124,25 +100,21 @@ def watch(start: Callable[[], Callable[[], int]], port: int, settle: float, time
 
 
 def run_container(image: str, bootstrap: str, workdir: Path, settle: float, timeout: float) -> Run:
-    data = workdir / "data"
-    data.mkdir()
-    os.chown(data, 1000, 1000)  # the image's user writes the checkpoint
-    port, name = free_port(), f"rebalance-monitor-bench-{os.getpid()}-{workdir.name}"
-    command, pid = container(image, name, data, job_args(bootstrap, "/data/checkpoint", port))
+    port = free_port()
+    container = Container.deployed(image, f"rebalance-monitor-bench-{os.getpid()}-{workdir.name}", workdir,
+                                   bootstrap, port)
 
     def start() -> Callable[[], int]:
-        subprocess.run(command, check=True, capture_output=True)
-        return pid
+        container.start()
+        return container.pid
 
     try:
         return watch(start, port, settle, timeout)
     except BaseException:
-        logs = subprocess.run(["podman", "logs", "--tail", "40", name], capture_output=True, text=True)
-        print(logs.stdout + logs.stderr, file=sys.stderr)
+        print(container.logs(40), file=sys.stderr)
         raise
     finally:
-        subprocess.run(["podman", "stop", "-t", "30", name], capture_output=True)
-        subprocess.run(["podman", "rm", "-f", name], capture_output=True)
+        container.remove()
 
 
 def run_checkout(bootstrap: str, workdir: Path, settle: float, timeout: float) -> Run:
@@ -168,11 +140,9 @@ def run_checkout(bootstrap: str, workdir: Path, settle: float, timeout: float) -
 
 def image_sizes(image: str, workdir: Path) -> tuple[int, int]:
     """Bytes in podman's store, and the gzip-compressed layers a registry would hold."""
-    size = int(subprocess.run(["podman", "image", "inspect", "--format", "{{.Size}}", image],
-                              capture_output=True, text=True, check=True).stdout)
+    size = int(podman("image", "inspect", "--format", "{{.Size}}", image).stdout)
     copy = workdir / "compressed"
-    subprocess.run(["podman", "push", "--compress", "--compression-format", "gzip", image, f"dir:{copy}"],
-                   capture_output=True, check=True)
+    podman("push", "--compress", "--compression-format", "gzip", image, f"dir:{copy}", timeout=1800)
     manifest = json.loads((copy / "manifest.json").read_text())
     return size, sum(layer["size"] for layer in manifest["layers"])
 
