@@ -23,10 +23,11 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,14 +181,19 @@ def _phase(wave: int, bootstrap: str, admin: Admin, topic: str, anchors: dict[st
     watcher = CommitWatcher(bootstrap, anchors)
     watcher.start()
     try:
-        threads = [threading.Thread(target=e.run, args=(watcher,), name=e.member.client_id) for e in exits]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        _together(exits, watcher)
     finally:
         watcher.stop()
     return exits
+
+
+def _together(steps: Sequence[Exit | Pause], watcher: Any) -> None:
+    """Each member's step in its own thread, all at once; back when every one is done (or a minute passed)."""
+    threads = [threading.Thread(target=step.run, args=(watcher,), name=step.member.client_id) for step in steps]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
 
 
 def _check_phase(job: JobProcess, kafka: LocalKafka, admin: Admin, anchors: dict[str, Member], exits: list[Exit],
@@ -240,11 +246,7 @@ def _pause_phase(bootstrap: str, admin: Admin, job: JobProcess, topic: str, anch
               for ms in crew.values() for i, m in enumerate(ms)]
     fences = FenceWatcher(bootstrap, anchors).start_tailing()
     try:
-        threads = [threading.Thread(target=p.run, args=(fences,), name=p.member.client_id) for p in pauses]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        _together(pauses, fences)
     finally:
         fences.stop()
     return before, pauses
