@@ -81,21 +81,30 @@ class LocalPrometheus:
         job, metrics_path = shipped_scrape_job()
         return {
             "global": {"scrape_interval": self.scrape_interval, "evaluation_interval": self.evaluation_interval},
-            "rule_files": [str(self.rules.resolve())],
+            "rule_files": [self._rule_file()],
             "scrape_configs": [{"job_name": job, "metrics_path": metrics_path,
                                 "static_configs": [{"targets": self.targets}]}],
         }
+
+    def _rule_file(self) -> str:
+        """The rules' path as the config names it: relative when they sit beside it (Prometheus, started in that
+        directory, then shows the name, not this machine's path, on its alerts page), else absolute."""
+        rules = self.rules.resolve()
+        if rules.is_relative_to(self.data_dir.resolve()):
+            return str(rules.relative_to(self.data_dir.resolve()))
+        return str(rules)
 
     def start(self, timeout: float = 60) -> LocalPrometheus:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "prometheus.yml"
         config.write_text(json.dumps(self.config(), indent=2))  # JSON is YAML
-        binary = self.binary or prometheus_binary()
+        # Absolute: the server starts in its data directory.
+        binary = str(Path(shutil.which(self.binary) or self.binary).resolve()) if self.binary else prometheus_binary()
         log = (self.data_dir / "prometheus.log").open("ab")
         self.process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
+            [binary, f"--config.file={config.name}", f"--storage.tsdb.path={(self.data_dir / 'tsdb').resolve()}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.data_dir)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -28,7 +28,7 @@ def wait_firing(prometheus: LocalPrometheus, alert: str, timeout: float) -> list
         time.sleep(5)
 
 
-def screenshot(url: str, out: Path, size: str = "1400,2000") -> Path:
+def screenshot(url: str, out: Path, size: str = "1400,1600") -> Path:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         raise RuntimeError("chromium not on PATH: apt-get install chromium")
