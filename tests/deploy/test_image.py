@@ -51,3 +51,16 @@ def test_base_is_debian_minbase_from_debians_archive() -> None:
     script = (ROOT / "deploy" / "image" / "base.sh").read_text()
     assert "debootstrap --variant=minbase" in script and "http://deb.debian.org/debian" in script
     assert re.search(r"^SUITE=bookworm$", script, re.M), "the Dockerfile's apt packages are bookworm's"
+
+
+def test_image_carries_amazon_msks_iam_login_module_at_one_pinned_version() -> None:
+    jars = stages()["jars"]
+    pins = re.findall(r"^ARG AWS_MSK_IAM_AUTH_VERSION=(\d+\.\d+\.\d+)$", DOCKERFILE, re.M)
+    assert len(pins) == 1, "the version is pinned in one place"
+    # The "all" classifier: the login module with the AWS SDK it signs with, into the jars directory the job reads.
+    assert re.search(r"mvn [^\n]*dependency:copy -DoutputDirectory=/jars \\\n\s*"
+                     r"-Dartifact=software\.amazon\.msk:aws-msk-iam-auth:\$\{AWS_MSK_IAM_AUTH_VERSION\}:jar:all$",
+                     jars, re.M)
+    assert "ENV REBALANCE_MONITOR_JARS=/opt/rebalance-monitor/jars" in stages()["final"]
+    pom = (ROOT / "deploy" / "jvm" / "pom.xml").read_text()
+    assert "aws-msk-iam-auth" not in pom, "the tests' Spark class path stays without it"

@@ -6,6 +6,7 @@ and a consumer group the test creates shows on ``/metrics``."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from testbed.broker import LocalKafka, free_port
-from testbed.image import Container, image_exists, inputs_tag
+from testbed.image import DOCKERFILE, Container, image_exists, inputs_tag, podman
 from testbed.workload import Admin, Member, start_members
 from tests.conftest import installed, missing
 from tests.support.exposition import parse, value
@@ -96,6 +97,12 @@ def test_image_serves_a_real_group(image: str, kafka_broker: LocalKafka, admin: 
         ready = wait(lambda: get(f"{base}/-/ready")[0] == 200, READY_TIMEOUT_S, f"200 from {base}/-/ready")
         shown = wait(lambda: generation() == member.generation, GROUP_TIMEOUT_S,
                      f"{group}'s generation ({member.generation}) as kafka_consumergroup_generation on {base}/metrics")
+        # Amazon MSK IAM's login module (deploy/Dockerfile's pinned "all" jar) is in the jars directory the job
+        # reads, so it was on this job's class path.
+        pin = re.search(r"^ARG AWS_MSK_IAM_AUTH_VERSION=(\S+)$", DOCKERFILE.read_text(), re.M)
+        msk_jar = f"aws-msk-iam-auth-{pin[1] if pin else '?'}-all.jar"
+        listed = podman("exec", container.name, "sh", "-c", 'ls "$REBALANCE_MONITOR_JARS"').stdout.split()
+        assert msk_jar in listed, f"{msk_jar} not in the container's REBALANCE_MONITOR_JARS: {listed}"
         print(f"{image}: /-/ready 200 after {ready:.1f}s, {group}'s generation on /metrics after {shown:.1f}s")
     finally:
         container.remove()
