@@ -64,3 +64,13 @@ def test_image_carries_amazon_msks_iam_login_module_at_one_pinned_version() -> N
     assert "ENV REBALANCE_MONITOR_JARS=/opt/rebalance-monitor/jars" in stages()["final"]
     pom = (ROOT / "deploy" / "jvm" / "pom.xml").read_text()
     assert "aws-msk-iam-auth" not in pom, "the tests' Spark class path stays without it"
+
+
+def test_image_signs_msk_iam_with_the_botocore_the_tests_sign_with() -> None:
+    """The job's own clients need botocore for AWS_MSK_IAM (they refuse it otherwise): the image installs the
+    version pyproject.toml's test extra pins, which tests/unit/cluster/test_msk_iam.py checks the signing of."""
+    pin = re.search(r"^ARG BOTOCORE_VERSION=(\S+)$", DOCKERFILE, re.M)
+    tested = re.search(r'"botocore==([^"]+)"', (ROOT / "pyproject.toml").read_text())
+    assert pin and tested and pin[1] == tested[1]
+    assert re.search(r'pip install [^\n]*\. "gssapi==\$\{GSSAPI_VERSION\}" \\\n\s*"botocore==\$\{BOTOCORE_VERSION\}"',
+                     stages()["venv"])

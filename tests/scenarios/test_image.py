@@ -98,10 +98,12 @@ def test_image_serves_a_real_group(image: str, kafka_broker: LocalKafka, admin: 
         shown = wait(lambda: generation() == member.generation, GROUP_TIMEOUT_S,
                      f"{group}'s generation ({member.generation}) as kafka_consumergroup_generation on {base}/metrics")
         # Amazon MSK IAM's login module (deploy/Dockerfile's pinned "all" jar) is in the jars directory the job
-        # reads, so it was on this job's class path.
+        # reads, so it was on this job's class path; botocore, which the job's own clients sign with, imports
+        # (podman exec fails otherwise).
         pin = re.search(r"^ARG AWS_MSK_IAM_AUTH_VERSION=(\S+)$", DOCKERFILE.read_text(), re.M)
         msk_jar = f"aws-msk-iam-auth-{pin[1] if pin else '?'}-all.jar"
-        listed = podman("exec", container.name, "sh", "-c", 'ls "$REBALANCE_MONITOR_JARS"').stdout.split()
+        listed = podman("exec", container.name, "sh", "-c",
+                        'ls "$REBALANCE_MONITOR_JARS" && python -c "import botocore"').stdout.split()
         assert msk_jar in listed, f"{msk_jar} not in the container's REBALANCE_MONITOR_JARS: {listed}"
         print(f"{image}: /-/ready 200 after {ready:.1f}s, {group}'s generation on /metrics after {shown:.1f}s")
     finally:
