@@ -10,16 +10,14 @@ or a web identity token (docs/security.md)."""
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import re
 import socket
 import urllib.parse
 from typing import Any
 
-import botocore.auth
 import pytest
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from kafka.errors import KafkaConfigurationError
 from kafka.net.connection import KafkaConnection
 from kafka.net.manager import KafkaConnectionManager
@@ -27,6 +25,7 @@ from kafka.net.sasl import get_sasl_mechanism
 from kafka.net.sasl.msk import SaslMechanismAwsMskIam
 
 from streaming.cluster.client import client_config_from_kafka_options
+from tests.conftest import missing
 
 MSK = {"kafka.bootstrap.servers": "b-1.monitor.abc123.c2.kafka.eu-west-1.amazonaws.com:9098",
        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "AWS_MSK_IAM",
@@ -44,6 +43,8 @@ REGION = "eu-west-1"
 def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> pytest.MonkeyPatch:
     """Static credentials and a region in the environment only: no profile, no config file, no instance
     metadata, and no socket may connect."""
+    if importlib.util.find_spec("botocore") is None:
+        missing("botocore is not installed: `make setup` installs pyproject.toml's test extra")
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
                  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
         monkeypatch.delenv(name, raising=False)
@@ -90,6 +91,10 @@ def botocore_signature(payload: dict[str, str], *, host: str = BROKER, region: s
                        monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict[str, str]]:
     """What botocore's SigV4 query signer (a presigned URL) makes of ``kafka://<host>/?Action=kafka-cluster:Connect``
     at the payload's own timestamp, with the test's credentials: its signature and its other query parameters."""
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
     signed_at = datetime.datetime.strptime(payload["x-amz-date"], "%Y%m%dT%H%M%SZ")
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda *args, **kwargs: signed_at)
     request = AWSRequest(method="GET", url=f"kafka://{host}/?Action=kafka-cluster%3AConnect")
