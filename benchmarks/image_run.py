@@ -21,8 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -31,7 +29,7 @@ from pathlib import Path
 from benchmarks.fresh_job import child_pids, rss_bytes
 from testbed.broker import LocalKafka, free_port
 from testbed.demo import GROUPS, Demo
-from testbed.image import ENV, Container, job_args, podman
+from testbed.image import ENV, Container, http_get, job_args, podman
 
 MIB = 1024 * 1024
 
@@ -50,16 +48,6 @@ def tree_rss(pid: int) -> int:
         total += rss_bytes(current)
         todo.extend(child_pids(current))
     return total
-
-
-def get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, b""
-    except OSError:
-        return 0, b""
 
 
 def watch(start: Callable[[], Callable[[], int]], port: int, settle: float, timeout: float) -> Run:
@@ -86,10 +74,10 @@ def watch(start: Callable[[], Callable[[], int]], port: int, settle: float, time
     while not groups:
         if time.monotonic() - started > timeout:
             raise TimeoutError(f"{timeout}s: ready after {ready:.1f}s, demo groups not all shown")
-        if not ready and get(f"{base}/-/ready")[0] == 200:
+        if not ready and http_get(f"{base}/-/ready")[0] == 200:
             ready = time.monotonic() - started
         if ready:
-            status, body = get(f"{base}/metrics")
+            status, body = http_get(f"{base}/metrics")
             if status == 200 and all(group in body for group in wanted):
                 groups = time.monotonic() - started
         time.sleep(0.25)

@@ -20,6 +20,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +105,17 @@ def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
 
 def image_exists(image: str) -> bool:
     return podman("image", "exists", image, check=False).returncode == 0
+
+
+def http_get(url: str) -> tuple[int, bytes]:
+    """The status and body of one of the job's endpoints; 0 while nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, b""
+    except OSError:
+        return 0, b""
 
 
 def job_args(bootstrap: str, checkpoint: str, port: int, cluster: str = "demo") -> list[str]:

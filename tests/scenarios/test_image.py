@@ -10,15 +10,13 @@ import re
 import shutil
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from testbed.broker import LocalKafka, free_port
-from testbed.image import DOCKERFILE, Container, image_exists, inputs_tag, podman
+from testbed.image import DOCKERFILE, Container, http_get, image_exists, inputs_tag, podman
 from testbed.workload import Admin, Member, start_members
 from tests.conftest import installed, missing
 from tests.support.exposition import parse, value
@@ -47,16 +45,6 @@ def workdir() -> Iterator[Path]:
     path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, ""
-    except OSError:
-        return 0, ""
 
 
 def test_image_serves_a_real_group(image: str, kafka_broker: LocalKafka, admin: Admin, members: list[Member],
@@ -88,13 +76,13 @@ def test_image_serves_a_real_group(image: str, kafka_broker: LocalKafka, admin: 
         return time.monotonic() - started
 
     def generation() -> float | None:
-        status, body = get(f"{base}/metrics")
-        return value(parse(body), "kafka_consumergroup_generation", group=group, cluster="test") \
+        status, body = http_get(f"{base}/metrics")
+        return value(parse(body.decode()), "kafka_consumergroup_generation", group=group, cluster="test") \
             if status == 200 else None
 
     try:
         container.start()
-        ready = wait(lambda: get(f"{base}/-/ready")[0] == 200, READY_TIMEOUT_S, f"200 from {base}/-/ready")
+        ready = wait(lambda: http_get(f"{base}/-/ready")[0] == 200, READY_TIMEOUT_S, f"200 from {base}/-/ready")
         shown = wait(lambda: generation() == member.generation, GROUP_TIMEOUT_S,
                      f"{group}'s generation ({member.generation}) as kafka_consumergroup_generation on {base}/metrics")
         # Amazon MSK IAM's login module (deploy/Dockerfile's pinned "all" jar) is in the jars directory the job
