@@ -124,7 +124,8 @@ class Monitor:
 
         self.runner = QueryRunner(spark, options.driver, options.source, options.kafka,
                                   StageLimits.from_config(options.groups, options.source.dead_letter_max), make_sink,
-                                  self.publisher, self.event_log, self.topic_names, self.health, self.checkpoint_check)
+                                  self.publisher, self.event_log, self.topic_names, self.health, self.checkpoint_check,
+                                  self.metadata.partition_count)
         spark_checkpoint = options.driver.checkpoint_dir / "spark"
         # Input lag counts from where the query starts until its first batch completes (a first batch too
         # large for the driver would otherwise show 0 behind).

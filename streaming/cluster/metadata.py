@@ -78,6 +78,18 @@ class TopicMetadata:
         one request however many; a deleted topic's id is left out."""
         return self._describe([uuid.UUID(bytes=_id_bytes(t)) for t in topic_ids]) if topic_ids else {}
 
+    def partition_count(self, topic: str) -> int | None:
+        """How many partitions ``topic`` has; None while the cluster does not know it (no group has
+        made ``__consumer_offsets`` yet) or refuses to say. Never creates it: an admin client's
+        Metadata request does not ask for creation."""
+        try:
+            [described] = self._admin.get().describe_topics([topic])
+        except Exception:
+            self._admin.close()  # made afresh at the next lookup
+            raise
+        partitions = described.get("partitions") or ()
+        return len(partitions) if described.get("error_code") == 0 and partitions else None
+
     def consumer_session_timeout_ms(self) -> int | None:
         """The consumer protocol's session timeout as a broker is configured (DescribeConfigs of a
         broker leading an offsets-topic partition: found through metadata the job may read anyway,

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from streaming.settings import Config, flag, not_negative, positive, setting
 
-# The job's own Kafka source consumer joins a group under this prefix (Spark needs the
-# deprecated offset fetcher to read an internal topic, and that one joins a group).
-# Excluded from the metrics by default.
+# The job's own Kafka source consumer has a group id under this prefix; it joins that group only when
+# it subscribes (a topic not there yet at the query's start; see source_options). Excluded from the
+# metrics by default.
 JOB_GROUP_PREFIX = "rebalance-monitor-"
 DEFAULT_EXCLUDE = f"^{re.escape(JOB_GROUP_PREFIX)}"
 STARTING_OFFSETS = ("earliest", "latest")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from streaming.cluster.config import KafkaConfig
@@ -23,11 +24,18 @@ FETCH_OPTIONS = {
 }
 
 
-def source_options(kafka: KafkaConfig, source: SourceConfig) -> dict[str, str]:
-    """Every option of the Kafka source; ``--kafka.*`` options from the command line win."""
+def source_options(kafka: KafkaConfig, source: SourceConfig, partitions: int | None) -> dict[str, str]:
+    """Every option of the Kafka source; ``--kafka.*`` options from the command line win.
+
+    With the topic's ``partitions`` known, the source reads them by ``assign``: Spark's driver-side
+    consumer then joins no group, and a start does not wait out the coordinator's
+    ``group.initial.rebalance.delay.ms`` (3 s by default) for a group of one. ``None`` (the topic does
+    not exist yet) subscribes, which waits for the topic to appear.
+    """
     settings = {
         "kafka.bootstrap.servers": kafka.bootstrap_servers,
-        "subscribe": source.topic,
+        **({"assign": json.dumps({source.topic: list(range(partitions))})} if partitions
+           else {"subscribe": source.topic}),
         "startingOffsets": source.starting_offsets,
         "failOnDataLoss": "false",
         # Aborted commits must not count; open transactions hold a partition back (see README).
@@ -41,8 +49,9 @@ def source_options(kafka: KafkaConfig, source: SourceConfig) -> dict[str, str]:
     return settings
 
 
-def decoded_stream(spark: Any, kafka: KafkaConfig, source: SourceConfig) -> Any:
-    """The decoded, group-filtered stream: :data:`~streaming.protocol.STAGE_SCHEMA` rows.
+def decoded_stream(spark: Any, kafka: KafkaConfig, source: SourceConfig, partitions: int | None) -> Any:
+    """The decoded, group-filtered stream: :data:`~streaming.protocol.STAGE_SCHEMA` rows (``partitions``:
+    see :func:`source_options`).
 
     The source's partitions (one per topic partition) are coalesced to the cores first, so a
     micro-batch pays PySpark's fixed per-task set-up a few times, not once per partition.
@@ -51,7 +60,7 @@ def decoded_stream(spark: Any, kafka: KafkaConfig, source: SourceConfig) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     reader = spark.readStream.format("kafka")
-    for name, value in source_options(kafka, source).items():
+    for name, value in source_options(kafka, source, partitions).items():
         reader = reader.option(name, value)
     raw = reader.load().select("key", "value", "partition", "offset", "timestamp")
     decoder = make_decoder(source.dead_letter_max)

@@ -96,8 +96,10 @@ class QueryRunner:
     def __init__(self, spark: Any, driver: DriverConfig, source: SourceConfig, kafka: KafkaConfig,
                  limits: StageLimits, make_sink: SinkFactory, publisher: Publisher, event_log: EventLog,
                  topic_names: TopicNames, health: Health | None = None,
-                 checkpoint_check: CheckpointCheck | None = None) -> None:
+                 checkpoint_check: CheckpointCheck | None = None,
+                 partition_count: Callable[[str], int | None] | None = None) -> None:
         self.spark = spark
+        self.partition_count = partition_count
         self.checkpoint_check = checkpoint_check
         self.health = health
         self.driver, self.source, self.kafka, self.limits = driver, source, kafka, limits
@@ -185,7 +187,7 @@ class QueryRunner:
         checkpoint = self.driver.checkpoint_dir
         # A fresh Spark checkpoint starts at startingOffsets; a rebuild needs every record the topic kept.
         source = replace(self.source, starting_offsets="earliest") if self._from_beginning else self.source
-        self.query = (decoded_stream(self.spark, self.kafka, source).writeStream
+        self.query = (decoded_stream(self.spark, self.kafka, source, self._topic_partitions()).writeStream
                       # Unique per running job: one checkpoint never serves two jobs at once.
                       .queryName(f"rebalance-monitor:{checkpoint.resolve()}")
                       .option("checkpointLocation", str(checkpoint / "spark"))
@@ -193,6 +195,23 @@ class QueryRunner:
                       .foreachBatch(short_errors(sink, lambda: self._stopping_run))
                       .start())
         log.info("query %s started (run %s)", self.query.id, self.query.runId)
+
+    def _topic_partitions(self) -> int | None:
+        """The topic's partitions, read at each start, for the source's ``assign`` (None: it subscribes, see
+        :func:`~streaming.decode.source.source_options`)."""
+        topic = self.source.topic
+        if self.partition_count is None:
+            return None
+        try:
+            count = self.partition_count(topic)
+        except Exception as exc:
+            log.warning("could not read topic %s's partitions (%s); the source subscribes to it", topic, exc)
+            return None
+        if count is None:
+            log.info("topic %s does not exist yet; the source subscribes and waits for it", topic)
+        else:
+            log.info("reading topic %s by assign (%d partitions; no consumer group)", topic, count)
+        return count
 
     def last_report(self) -> BatchReport:
         """What the sink made of the last batch it folded (the progress log line's details)."""

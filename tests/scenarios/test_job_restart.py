@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import io
+import logging
 import time
 
 import pytest
 
 from benchmarks.synthetic import Workload, backlog, produce
 from decoders import decode
+from streaming.decode.config import JOB_GROUP_PREFIX
 from streaming.logs.dead_letters import print_dead_letters
-from testbed.workload import Member, start_members, wait_balanced
+from testbed.workload import Member, start_members, wait_balanced, wait_until
 from tests.support.decoder_encoder import encode_key
 from tests.support.exposition import series, value
 from tests.support.monitor_helpers import scrape, start_monitor, wait_for
@@ -143,6 +145,57 @@ def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafk
     events = job.event_log.read()
     assert len(events) == len({(e.group, e.new_generation) for e in events}) == sum(
         generation - 1 for generation in generations.values())
+
+
+def test_a_checkpoint_begun_by_subscribe_resumes_by_assign_and_joins_no_group(spark, kafka_broker, admin, tmp_path,
+                                                                               unique, caplog):
+    """The topic is not there at the first start: the source subscribes (its consumer joins a group) and waits
+    for it. The restart finds the topic's partitions and assigns them, resuming the same checkpoint: every
+    record counted once, and no consumer group of the source's own."""
+    topic = f"assign-{unique}"
+    shape = Workload(groups=30, partitions=4, records=900, generation_every=6, topic_partitions=1)
+    records = list(backlog(shape, int(time.time() * 1000)))
+    generations = {d.group: d.value.generation for d in (decode(k, v) for _, k, v in records) if d.record_type == 2}
+    halves = records[:450], records[450:]
+
+    def job_groups() -> set[str]:
+        return {g["group_id"] for g in admin.client.list_groups() if g["group_id"].startswith(JOB_GROUP_PREFIX)}
+
+    def counted(samples) -> float:
+        return sum(value(samples, "rebalance_monitor_records_total", record_type=kind) or 0
+                   for kind in ("OffsetCommit", "GroupMetadata"))
+
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
+    try:
+        # The subscribing consumer's metadata request makes the topic, with one partition (the broker's
+        # auto.create.topics.enable and num.partitions).
+        wait_until(lambda: topic in admin.client.list_topics(), 60, f"the source to make {topic}")
+        produce(kafka_broker.bootstrap, topic, iter(halves[0]))
+        before = wait_for(job, lambda s: counted(s) == len(halves[0]), "the first half")
+        subscribed = job_groups()
+        assert subscribed, "the subscribed source's consumer group, listed while it runs"
+    finally:
+        job.stop()
+    produce(kafka_broker.bootstrap, topic, iter(halves[1]))  # while the job is down
+
+    caplog.set_level(logging.INFO, logger="rebalance_monitor")
+    present = job_groups()
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--topic", topic)
+    try:
+        # The records counter is the process's own (it starts at 0); the groups' counters carry on.
+        after = wait_for(job, lambda s: counted(s) == len(halves[1]), "the second half")
+        time.sleep(3)  # more triggers: nothing read again
+        later = scrape(job)
+        assert job_groups() <= present, "the assigned source joined a group"
+    finally:
+        job.stop()
+    assert f"reading topic {topic} by assign (1 partitions" in caplog.text
+    assert counted(later) == len(halves[1]) and counted(before) == len(halves[0])
+    for group, generation in generations.items():
+        assert value(later, "kafka_consumergroup_generation", group=group) == generation
+        assert value(later, "kafka_consumergroup_rebalances_total", group=group) == generation - 1
+    assert sum(value(after, "kafka_consumergroup_offset_commits_total", group=g) or 0 for g in generations) == \
+        sum(1 for _, k, v in records if decode(k, v).record_type == 1)
 
 
 def _committed(samples) -> dict[tuple[str, str, str], float]:

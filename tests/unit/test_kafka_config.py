@@ -108,7 +108,7 @@ def test_file_settings_reach_spark_and_the_kafka_python_clients(tmp_path: Path) 
                            "ssl.truststore.type=PEM\nssl.truststore.location=/etc/kafka/ca.pem\n"
                            "bootstrap.servers=file:9092\n")
     options = parse_args(["--bootstrap-server", "cli:9092", "--kafka-config", str(path)], environ={})
-    spark = source_options(options.kafka, options.source)
+    spark = source_options(options.kafka, options.source, 50)
     assert spark["kafka.bootstrap.servers"] == "cli:9092"  # the file's bootstrap.servers does not win
     assert spark["kafka.sasl.jaas.config"] == JAAS and spark["kafka.security.protocol"] == "SASL_SSL"
     client = client_config_from_kafka_options(options.kafka.kafka_options)

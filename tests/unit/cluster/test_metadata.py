@@ -39,6 +39,23 @@ def test_topic_ids_match_kafkas_tool(kafka_broker, admin, unique) -> None:
 
 
 @pytest.mark.broker
+def test_partition_counts_and_a_topic_not_there_yet_is_not_created(kafka_broker, admin, unique) -> None:
+    """What the source's ``assign`` is built from; the broker creates topics on request (testbed's
+    auto.create.topics.enable), and the lookup must not make the one it was asked about."""
+    topic, missing = f"meta-{unique}", f"meta-missing-{unique}"
+    admin.create_topic(topic, 3)
+    metadata = TopicMetadata(kafka_broker.bootstrap)
+    try:
+        assert metadata.partition_count(topic) == 3
+        assert metadata.partition_count(missing) is None
+        assert metadata.partition_count(missing) is None  # still not there after being asked about
+    finally:
+        metadata.stop()
+    result = run_kafka_tool(TOPIC_COMMAND, ["--bootstrap-server", kafka_broker.bootstrap, "--list"])
+    assert result.returncode == 0 and topic in result.stdout.split() and missing not in result.stdout.split()
+
+
+@pytest.mark.broker
 def test_topic_ids_by_id_and_a_deleted_topics_id(kafka_broker, admin, unique) -> None:
     """Asking by id (what the cache does): a known id gets its name, a deleted topic's id nothing."""
     topic, deleted = f"meta-{unique}", f"meta-gone-{unique}"

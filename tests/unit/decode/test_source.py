@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from streaming.cluster.config import KafkaConfig
@@ -11,14 +13,23 @@ from streaming.decode.source import FETCH_OPTIONS, excluded_groups, source_optio
 
 def test_source_options_read_committed_and_the_command_line_wins() -> None:
     kafka = KafkaConfig("b:9092", {"kafka.security.protocol": "SSL", "kafka.fetch.max.wait.ms": "50"})
-    options = source_options(kafka, SourceConfig(topic="replay", starting_offsets="latest", max_offsets_per_trigger=7))
+    options = source_options(kafka, SourceConfig(topic="replay", starting_offsets="latest", max_offsets_per_trigger=7),
+                             None)
     assert options["kafka.bootstrap.servers"] == "b:9092" and options["subscribe"] == "replay"
+    assert "assign" not in options
     assert options["startingOffsets"] == "latest" and options["maxOffsetsPerTrigger"] == "7"
     assert options["kafka.isolation.level"] == "read_committed" and options["failOnDataLoss"] == "false"
     assert options["groupIdPrefix"] == "rebalance-monitor"
     assert options["kafka.security.protocol"] == "SSL"
     assert options["kafka.fetch.max.wait.ms"] == "50" != FETCH_OPTIONS["kafka.fetch.max.wait.ms"]
-    assert "maxOffsetsPerTrigger" not in source_options(kafka, SourceConfig())
+    assert "maxOffsetsPerTrigger" not in source_options(kafka, SourceConfig(), None)
+
+
+def test_a_topic_whose_partitions_are_known_is_assigned_not_subscribed() -> None:
+    """Spark's source parses ``assign`` as JSON, topic -> partition numbers; every partition is named."""
+    options = source_options(KafkaConfig("b:9092"), SourceConfig(), 3)
+    assert json.loads(options["assign"]) == {"__consumer_offsets": [0, 1, 2]}
+    assert "subscribe" not in options
 
 
 @pytest.mark.slow
