@@ -65,16 +65,19 @@ def commit_segments(commits: pa.Table, marks: pa.Table) -> np.ndarray:
 
 
 def latest_commits(commits: pa.Table, marks: pa.Table | None = None) -> pa.Table:
-    """The last row of each group/topic/partition (rows in log order), ``count`` summed, kept
-    once per stretch between two of the group's records (``marks``, see :func:`commit_segments`).
+    """The latest commit of each group/topic/partition, ``count`` summed, kept once per stretch
+    between two of the group's records (``marks``, see :func:`commit_segments`); in log order.
 
     Rows of one key come from one Kafka partition (a group lives on one partition of the
-    offsets topic), read in offset order, so the last row is the latest commit. Keeping one per
-    stretch lets the driver show each group record the commits written before it: how long
-    before a rebalance a departed member last committed is what tells how it left.
+    offsets topic), so the latest is the one at the highest offset. The rows are put in log order
+    first: a task may be handed pieces of one partition out of order (Spark's coalesce of a source
+    partition split by ``maxRecordsPerPartition``). Keeping one per stretch lets the driver show
+    each group record the commits written before it: how long before a rebalance a departed
+    member last committed is what tells how it left.
     """
     if commits.num_rows == 0:
         return commits
+    commits = commits.sort_by([("kafka_partition", "ascending"), ("kafka_offset", "ascending")])
     numbered = commits.append_column("_row", pa.array(np.arange(commits.num_rows, dtype=np.int64)))
     key = _COMMIT_KEY
     if marks is not None and marks.num_rows:

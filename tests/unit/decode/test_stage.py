@@ -82,9 +82,25 @@ def test_dead_letters_are_bounded_per_task():
 
 def test_latest_commits_matches_a_plain_python_reduction():
     table = pa.table({"group": ["a", "b", "a", "a", "b"], "topic": ["t"] * 5, "partition": [0, 0, 1, 0, 0],
-                      "offset": [1, 2, 3, 4, None], "count": [1, 1, 1, 1, 0]})
+                      "offset": [1, 2, 3, 4, None], "count": [1, 1, 1, 1, 0],
+                      "kafka_partition": [3] * 5, "kafka_offset": [10, 11, 12, 13, 14]})
     reduced = {(r["group"], r["partition"]): (r["offset"], r["count"]) for r in latest_commits(table).to_pylist()}
     assert reduced == {("a", 0): (4, 2), ("a", 1): (3, 1), ("b", 0): (None, 1)}
+
+
+def test_a_task_given_pieces_of_a_partition_out_of_order_reduces_as_in_log_order():
+    """A coalesce may hand a task the second piece of a source partition before the first: the latest
+    commit is the one at the highest offset, and the group's records still split the stretches."""
+    start = 1_700_000_000_000
+    records = [generation("g", 1, {"m1": {"t": [0]}, "m2": {"t": [1]}}, ts=start),
+               commit("g", "t", 1, 5, ts=start + 2000), commit("g", "t", 1, 6, ts=start + 9000),
+               generation("g", 2, {"m1": {"t": [0, 1]}}, ts=start + 10_000),
+               commit("g", "t", 1, 9, ts=start + 70_000), commit("g", "t", 0, 4, ts=start + 71_000)]
+    first, second = kafka_batch(records[:3]), kafka_batch(records[3:], first_offset=3)
+    in_order, reversed_pieces = run_task(first, second), run_task(second, first)
+    assert rows(reversed_pieces, OutputKind.COMMIT) == rows(in_order, OutputKind.COMMIT)
+    assert [(r["partition"], r["offset"], r["count"]) for r in rows(in_order, OutputKind.COMMIT)] == [
+        (1, 6, 2), (1, 9, 1), (0, 4, 1)]
 
 
 def test_a_record_sees_only_the_commits_before_it_in_the_log():
