@@ -22,7 +22,8 @@ from typing import Any
 from streaming.cluster.config import KafkaConfig
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.config import SourceConfig
-from streaming.decode.source import decoded_stream, excluded_groups, validate_group_patterns
+from streaming.decode.source import decode, excluded_groups, kafka_stream, validate_group_patterns
+from streaming.decode.tasks import coalesce_to
 from streaming.driver.config import DriverConfig
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.health import Health
@@ -185,14 +186,29 @@ class QueryRunner:
         checkpoint = self.driver.checkpoint_dir
         # A fresh Spark checkpoint starts at startingOffsets; a rebuild needs every record the topic kept.
         source = replace(self.source, starting_offsets="earliest") if self._from_beginning else self.source
-        self.query = (decoded_stream(self.spark, self.kafka, source).writeStream
+        self.query = (kafka_stream(self.spark, self.kafka, source).writeStream
                       # Unique per running job: one checkpoint never serves two jobs at once.
                       .queryName(f"rebalance-monitor:{checkpoint.resolve()}")
                       .option("checkpointLocation", str(checkpoint / "spark"))
                       .trigger(processingTime=f"{self.driver.trigger_seconds} seconds")
-                      .foreachBatch(short_errors(sink, lambda: self._stopping_run))
+                      .foreachBatch(short_errors(self._decoding(sink, source), lambda: self._stopping_run))
                       .start())
         log.info("query %s started (run %s)", self.query.id, self.query.runId)
+
+    def _decoding(self, sink: BatchSink, source: SourceConfig) -> Callable[[Any, int], None]:
+        """``sink`` fed each batch decoded, in as many tasks as :func:`coalesce_to` chooses: the first batch
+        of a query run (a backlog of any size) one task per source partition, later ones by the last
+        progress of this query."""
+        cores = self.spark.sparkContext.defaultParallelism
+        first = True
+
+        def batch(df: Any, batch_id: int) -> None:
+            nonlocal first
+            progress = None if first or self.query is None else self.query.lastProgress
+            first = False
+            sink(decode(df, source, coalesce_to(progress, df.rdd.getNumPartitions(), cores)), batch_id)
+
+        return batch
 
     def last_report(self) -> BatchReport:
         """What the sink made of the last batch it folded (the progress log line's details)."""
