@@ -23,9 +23,11 @@ import json
 from typing import Any
 
 # Records of one source partition in one Spark partition (one task result at most this many
-# records' output: W2's mix collects about 210 bytes a record, so about 10 MB).
-PIECE_RECORDS = 50_000
-# A batch expected to hold at most this many records is coalesced to the cores.
+# records' output: W2's mix collects about 210 bytes a record, so about 21 MB).
+PIECE_RECORDS = 100_000
+# A batch expected to hold at most this many records is coalesced to the cores. Under steady load a
+# batch one task per partition made slow is followed by a larger one: at 50,000, 20,000 rec/s and a
+# 1 s trigger, batches of 60,000-70,000 records after the first ran 50 tasks each in turn.
 COALESCE_UP_TO_RECORDS = PIECE_RECORDS
 
 

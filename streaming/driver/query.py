@@ -23,7 +23,7 @@ from streaming.cluster.config import KafkaConfig
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.config import SourceConfig
 from streaming.decode.source import decode, excluded_groups, kafka_stream, validate_group_patterns
-from streaming.decode.tasks import coalesce_to
+from streaming.decode.tasks import coalesce_to, expected_records
 from streaming.driver.config import DriverConfig
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.health import Health
@@ -206,7 +206,14 @@ class QueryRunner:
             nonlocal first
             progress = None if first or self.query is None else self.query.lastProgress
             first = False
-            sink(decode(df, source, coalesce_to(progress, df.rdd.getNumPartitions(), cores)), batch_id)
+            partitions = df.rdd.getNumPartitions()
+            tasks = coalesce_to(progress, partitions, cores)
+            if tasks is None:
+                expected = expected_records(progress)
+                log.info("batch %d: one decode task per source partition (%d): %s", batch_id, partitions,
+                         "the query run's first" if expected is None else
+                         f"{expected[0]:,} records expected, {expected[1]} topic partitions")
+            sink(decode(df, source, tasks), batch_id)
 
         return batch
 
