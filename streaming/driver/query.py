@@ -210,8 +210,8 @@ class QueryRunner:
             tasks = coalesce_to(progress, partitions, cores)
             if tasks is None:
                 expected = expected_records(progress)
-                log.info("batch %d: one decode task per source partition (%d): %s", batch_id, partitions,
-                         "the query run's first" if expected is None else
+                log.info("batch %d is decoded in one task per source partition (%d): %s", batch_id, partitions,
+                         "no last progress to go by (the query run's first batch)" if expected is None else
                          f"{expected[0]:,} records expected, {expected[1]} topic partitions")
             sink(decode(df, source, tasks), batch_id)
 
