@@ -421,6 +421,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kminion", type=Path,
                         help="a kminion binary, run beside the cold start (docs/benchmarks.md says how to build it)")
     parser.add_argument("--fresh-repeats", type=int, default=3)
+    parser.add_argument("--driver-memory", default="",
+                        help="the in-process session's driver heap (baselines, steady load, in-process backlogs); "
+                             "default Spark's 1g, the heap a user gets")
     parser.add_argument("--fresh-driver-memory", default="",
                         help="the fresh jobs' --driver-memory (as deploy/k8s sets it); default Spark's 1g")
     parser.add_argument("--fresh-job-args", action="append", metavar="ARGS",
@@ -440,7 +443,8 @@ def main(argv: list[str] | None = None) -> None:
         broker = LocalKafka(workdir / "kafka", heap="1g")
         print(f"broker {broker.version} ready in {broker.start():.1f}s", flush=True)
         spark = spark_session(parse_args(["--bootstrap-server", broker.bootstrap, "--master", "local[2]"]),
-                              {"spark.ui.enabled": "true", "spark.driver.memory": "2g",
+                              {"spark.ui.enabled": "true",
+                               **({"spark.driver.memory": args.driver_memory} if args.driver_memory else {}),
                                # One session reads every workload's topic (200 partitions in all): the
                                # source's consumer pool (64 by default) would evict and re-create them.
                                "spark.kafka.consumer.cache.capacity": "512"})

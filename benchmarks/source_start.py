@@ -23,7 +23,7 @@ from typing import Any
 from streaming.cluster.config import KafkaConfig
 from streaming.cluster.metadata import OFFSETS_TOPIC, TopicMetadata
 from streaming.decode.config import SourceConfig
-from streaming.decode.source import decoded_stream
+from streaming.decode.source import decode, kafka_stream
 from testbed.broker import LocalKafka
 from testbed.workload import Admin
 
@@ -33,10 +33,11 @@ KAFKA_DEFAULT_INITIAL_DELAY_MS = "3000"
 def one_start(spark: Any, bootstrap: str, partitions: int | None, checkpoint: Path) -> tuple[float, int]:
     """Seconds from the query's start to its end, and the rows it decoded."""
     rows: list[int] = []
-    stream = decoded_stream(spark, KafkaConfig(bootstrap), SourceConfig(), partitions)
+    source = SourceConfig()
+    stream = kafka_stream(spark, KafkaConfig(bootstrap), source, partitions)
     started = time.monotonic()
     query = (stream.writeStream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
-             .foreachBatch(lambda df, _: rows.append(df.count())).start())
+             .foreachBatch(lambda df, _: rows.append(decode(df, source, None).count())).start())
     query.awaitTermination()
     return time.monotonic() - started, sum(rows)
 

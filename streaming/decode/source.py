@@ -8,6 +8,7 @@ from typing import Any
 from streaming.cluster.config import KafkaConfig
 from streaming.decode.config import JOB_GROUP_PREFIX, SourceConfig
 from streaming.decode.stage import make_decoder
+from streaming.decode.tasks import PIECE_RECORDS
 from streaming.protocol import STAGE_SCHEMA
 from streaming.settings import OptionError, flag
 
@@ -41,6 +42,8 @@ def source_options(kafka: KafkaConfig, source: SourceConfig, partitions: int | N
         # Aborted commits must not count; open transactions hold a partition back (see README).
         "kafka.isolation.level": "read_committed",
         "groupIdPrefix": JOB_GROUP_PREFIX.rstrip("-"),
+        # Small task results for the driver's collect (see streaming.decode.tasks).
+        "maxRecordsPerPartition": str(PIECE_RECORDS),
         **FETCH_OPTIONS,
     }
     if source.max_offsets_per_trigger:
@@ -49,22 +52,28 @@ def source_options(kafka: KafkaConfig, source: SourceConfig, partitions: int | N
     return settings
 
 
-def decoded_stream(spark: Any, kafka: KafkaConfig, source: SourceConfig, partitions: int | None) -> Any:
-    """The decoded, group-filtered stream: :data:`~streaming.protocol.STAGE_SCHEMA` rows (``partitions``:
-    see :func:`source_options`).
+def kafka_stream(spark: Any, kafka: KafkaConfig, source: SourceConfig, partitions: int | None) -> Any:
+    """The source's rows (key, value, partition, offset, timestamp), decoded batch by batch by :func:`decode`
+    (``partitions``: see :func:`source_options`)."""
+    reader = spark.readStream.format("kafka")
+    for name, value in source_options(kafka, source, partitions).items():
+        reader = reader.option(name, value)
+    return reader.load().select("key", "value", "partition", "offset", "timestamp")
 
-    The source's partitions (one per topic partition) are coalesced to the cores first, so a
-    micro-batch pays PySpark's fixed per-task set-up a few times, not once per partition.
+
+def decode(batch: Any, source: SourceConfig, tasks: int | None) -> Any:
+    """A micro-batch's source rows decoded and group-filtered: :data:`~streaming.protocol.STAGE_SCHEMA` rows.
+
+    ``tasks``: coalesce the source's partitions (one per topic partition or piece of one) to that many
+    first, so a small batch pays PySpark's fixed per-task set-up a few times, not once per partition;
+    None: one task each (:func:`streaming.decode.tasks.coalesce_to` chooses).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    reader = spark.readStream.format("kafka")
-    for name, value in source_options(kafka, source, partitions).items():
-        reader = reader.option(name, value)
-    raw = reader.load().select("key", "value", "partition", "offset", "timestamp")
-    decoder = make_decoder(source.dead_letter_max)
-    decoded = raw.coalesce(spark.sparkContext.defaultParallelism).mapInArrow(decoder, from_arrow_schema(STAGE_SCHEMA))
+    if tasks is not None:
+        batch = batch.coalesce(tasks)
+    decoded = batch.mapInArrow(make_decoder(source.dead_letter_max), from_arrow_schema(STAGE_SCHEMA))
     return decoded.where(F.col("group").isNull() | group_filter(source))
 
 

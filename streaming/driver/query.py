@@ -22,7 +22,8 @@ from typing import Any
 from streaming.cluster.config import KafkaConfig
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.config import SourceConfig
-from streaming.decode.source import decoded_stream, excluded_groups, validate_group_patterns
+from streaming.decode.source import decode, excluded_groups, kafka_stream, validate_group_patterns
+from streaming.decode.tasks import coalesce_to, expected_records
 from streaming.driver.config import DriverConfig
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.health import Health
@@ -187,12 +188,12 @@ class QueryRunner:
         checkpoint = self.driver.checkpoint_dir
         # A fresh Spark checkpoint starts at startingOffsets; a rebuild needs every record the topic kept.
         source = replace(self.source, starting_offsets="earliest") if self._from_beginning else self.source
-        self.query = (decoded_stream(self.spark, self.kafka, source, self._topic_partitions()).writeStream
+        self.query = (kafka_stream(self.spark, self.kafka, source, self._topic_partitions()).writeStream
                       # Unique per running job: one checkpoint never serves two jobs at once.
                       .queryName(f"rebalance-monitor:{checkpoint.resolve()}")
                       .option("checkpointLocation", str(checkpoint / "spark"))
                       .trigger(processingTime=f"{self.driver.trigger_seconds} seconds")
-                      .foreachBatch(short_errors(sink, lambda: self._stopping_run))
+                      .foreachBatch(short_errors(self._decoding(sink, source), lambda: self._stopping_run))
                       .start())
         log.info("query %s started (run %s)", self.query.id, self.query.runId)
 
@@ -212,6 +213,28 @@ class QueryRunner:
         else:
             log.info("reading topic %s by assign (%d partitions; no consumer group)", topic, count)
         return count
+
+    def _decoding(self, sink: BatchSink, source: SourceConfig) -> Callable[[Any, int], None]:
+        """``sink`` fed each batch decoded, in as many tasks as :func:`coalesce_to` chooses: the first batch
+        of a query run (a backlog of any size) one task per source partition, later ones by the last
+        progress of this query."""
+        cores = self.spark.sparkContext.defaultParallelism
+        first = True
+
+        def batch(df: Any, batch_id: int) -> None:
+            nonlocal first
+            progress = None if first or self.query is None else self.query.lastProgress
+            first = False
+            partitions = df.rdd.getNumPartitions()
+            tasks = coalesce_to(progress, partitions, cores)
+            if tasks is None:
+                expected = expected_records(progress)
+                log.info("batch %d is decoded in one task per source partition (%d): %s", batch_id, partitions,
+                         "no last progress to go by (the query run's first batch)" if expected is None else
+                         f"{expected[0]:,} records expected, {expected[1]} topic partitions")
+            sink(decode(df, source, tasks), batch_id)
+
+        return batch
 
     def last_report(self) -> BatchReport:
         """What the sink made of the last batch it folded (the progress log line's details)."""

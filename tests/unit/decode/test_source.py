@@ -9,6 +9,7 @@ import pytest
 from streaming.cluster.config import KafkaConfig
 from streaming.decode.config import SourceConfig
 from streaming.decode.source import FETCH_OPTIONS, excluded_groups, source_options
+from streaming.decode.tasks import PIECE_RECORDS
 
 
 def test_source_options_read_committed_and_the_command_line_wins() -> None:
@@ -20,6 +21,7 @@ def test_source_options_read_committed_and_the_command_line_wins() -> None:
     assert options["startingOffsets"] == "latest" and options["maxOffsetsPerTrigger"] == "7"
     assert options["kafka.isolation.level"] == "read_committed" and options["failOnDataLoss"] == "false"
     assert options["groupIdPrefix"] == "rebalance-monitor"
+    assert options["maxRecordsPerPartition"] == str(PIECE_RECORDS)
     assert options["kafka.security.protocol"] == "SSL"
     assert options["kafka.fetch.max.wait.ms"] == "50" != FETCH_OPTIONS["kafka.fetch.max.wait.ms"]
     assert "maxOffsetsPerTrigger" not in source_options(kafka, SourceConfig(), None)
