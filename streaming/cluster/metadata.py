@@ -82,11 +82,7 @@ class TopicMetadata:
         """How many partitions ``topic`` has; None while the cluster does not know it (no group has
         made ``__consumer_offsets`` yet) or refuses to say. Never creates it: an admin client's
         Metadata request does not ask for creation."""
-        try:
-            [described] = self._admin.get().describe_topics([topic])
-        except Exception:
-            self._admin.close()  # made afresh at the next lookup
-            raise
+        [described] = self._describe_topics([topic])
         partitions = described.get("partitions") or ()
         return len(partitions) if described.get("error_code") == 0 and partitions else None
 
@@ -151,14 +147,17 @@ class TopicMetadata:
             merged.update(configs)
         return merged
 
+    def _describe_topics(self, topics: list[Any] | None) -> list[dict[str, Any]]:
+        """kafka-python's describe_topics; a failed client is dropped, made afresh at the next lookup."""
+        try:
+            return self._admin.get().describe_topics(topics)
+        except Exception:
+            self._admin.close()
+            raise
+
     def _describe(self, topics: list[Any] | None) -> dict[str, str]:
         names = {}
-        try:
-            described = self._admin.get().describe_topics(topics)
-        except Exception:
-            self._admin.close()  # made afresh at the next lookup
-            raise
-        for topic in described:
+        for topic in self._describe_topics(topics):
             topic_id = topic.get("topic_id")
             if topic.get("error_code") != 0 or not topic_id or not topic.get("name"):
                 continue

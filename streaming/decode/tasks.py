@@ -54,11 +54,10 @@ def expected_records(progress: Any) -> tuple[int, int] | None:
     return source.numInputRows + waiting, sum(len(partitions) for partitions in end.values())
 
 
-def coalesce_to(progress: Any, partitions: int, cores: int) -> int | None:
+def coalesce_to(expected: tuple[int, int] | None, partitions: int, cores: int) -> int | None:
     """The task count for a batch of ``partitions`` source partitions: ``cores`` for a batch the last
-    progress (None: the query run's first batch) expects small, None (one task per source partition)
-    otherwise."""
-    expected = expected_records(progress)
+    progress expects small (``expected``: :func:`expected_records`; None, the query run's first batch,
+    is not), None (one task per source partition) otherwise."""
     if expected is None:
         return None
     records, topic_partitions = expected

@@ -226,9 +226,9 @@ class QueryRunner:
             progress = None if first or self.query is None else self.query.lastProgress
             first = False
             partitions = df.rdd.getNumPartitions()
-            tasks = coalesce_to(progress, partitions, cores)
+            expected = expected_records(progress)
+            tasks = coalesce_to(expected, partitions, cores)
             if tasks is None:
-                expected = expected_records(progress)
                 log.info("batch %d is decoded in one task per source partition (%d): %s", batch_id, partitions,
                          "no last progress to go by (the query run's first batch)" if expected is None else
                          f"{expected[0]:,} records expected, {expected[1]} topic partitions")
