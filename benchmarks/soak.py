@@ -6,15 +6,25 @@ A local broker (or ``--bootstrap-server``), the real job in this process on loca
   loop (real kafka-python members in their own processes), so every cycle is two rebalances;
 * commit load: ``--commit-groups`` memberless groups commit ever higher offsets on
   ``--partitions`` partitions at about ``--commit-rate`` commit records per second, all of
-  them kept live (none expires).
+  them kept live (none expires);
+* with ``--profile churn`` also groups and topics that come and go (``Lifecycle``): a new group
+  every ``--cycle-seconds``, some of them joined by a real member first (classic, and KIP-848 on
+  a Kafka 4 broker), the oldest beyond ``--keep-groups`` deleted, and topics replaced while
+  groups still hold offsets on them. At 4 s a group and a topic a minute (the defaults), 40
+  minutes bring 600 groups and 40 topics in and out: a day on a cluster where a short-lived
+  consumer group appears every 2.4 minutes.
 
 RSS of the driver JVM, this Python process and Spark's Python workers is printed when the load
 starts, after ``--warmup-minutes`` (the start of the measured run: the JVM grows its heap and
 Spark starts its Python workers in the first minutes), every ``--sample-seconds`` and at the
 end, beside the groups the job exports and the rebalances it counted. Beside RSS, the JVM's
 live heap (``jcmd GC.run`` then ``GC.heap_info``: used right after a full collection) and its
-metaspace: RSS alone cannot tell a heap that grows into its committed size from a leak. Not a
-test: it prints figures, it asserts nothing.
+metaspace: RSS alone cannot tell a heap that grows into its committed size from a leak. Beside
+memory, every sample has the groups the cluster lists, the groups the job's stage holds, every
+entry the job's objects hold (``benchmarks/held.py``) and the checkpoint's size; the end lists
+each container that grew or shrank, and the churn profile stops the load, lets the job read to the
+end and compares the groups it holds with the cluster's. Not a test: it prints figures, it asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter, deque
 from functools import partial
 from pathlib import Path
 
@@ -37,6 +48,8 @@ from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.fresh_job import rss_bytes
+from benchmarks.held import changes, held
+from streaming.decode.config import JOB_GROUP_PREFIX
 from streaming.job import Monitor, spark_session
 from streaming.options import parse_args
 from testbed.broker import LocalKafka
@@ -144,6 +157,77 @@ class Churn(threading.Thread):
         return member.joined or self.stop_event.is_set()
 
 
+class Lifecycle(threading.Thread):
+    """Groups and topics that come and go, as on a cluster with short-lived consumers.
+
+    Every ``cycle`` seconds a new group commits offsets on the current topic; every
+    ``members_every``-th new group first has a real member join and leave (two rebalances;
+    alternately classic and KIP-848 when ``kip848``). Groups beyond the newest ``keep`` are
+    deleted. Every ``topic_every`` cycles the groups move to a new topic and the oldest topic
+    beyond ``keep_topics`` is deleted while groups still hold offsets on it (the coordinator
+    then deletes those offsets).
+    """
+
+    def __init__(self, bootstrap: str, admin: Admin, partitions: int, stop: threading.Event, *, cycle: float = 4,
+                 keep: int = 40, members_every: int = 3, topic_every: int = 15, keep_topics: int = 3,
+                 kip848: bool = False) -> None:
+        super().__init__(daemon=True, name="lifecycle")
+        self.bootstrap, self.admin, self.partitions, self.stop_event = bootstrap, admin, partitions, stop
+        self.cycle, self.keep, self.members_every, self.kip848 = cycle, keep, members_every, kip848
+        self.topic_every, self.keep_topics = topic_every, keep_topics
+        self.groups: deque[str] = deque()
+        self.refused: list[str] = []  # deletions the coordinator refused (a group not empty yet): tried again
+        self.topics: deque[str] = deque()
+        self.counts: Counter[str] = Counter()
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            if n % self.topic_every == 0:
+                self._next_topic(n)
+            self._new_group(n)
+            doomed = [*self.refused, *(self.groups.popleft() for _ in range(len(self.groups) - self.keep))]
+            self.refused = [group for group in doomed if not self._deleted(group)]
+            n += 1
+            self.stop_event.wait(max(0.0, self.cycle - (time.monotonic() - started)))
+
+    def _next_topic(self, n: int) -> None:
+        topic = f"soak-life-topic-{n}"
+        self.admin.create_topic(topic, self.partitions)
+        self.topics.append(topic)
+        self.counts["topics_created"] += 1
+        while len(self.topics) > self.keep_topics:
+            self.admin.client.delete_topics([self.topics.popleft()])
+            self.counts["topics_deleted"] += 1
+
+    def _new_group(self, n: int) -> None:
+        group, topic = f"soak-life-{n}", self.topics[-1]
+        if n % self.members_every == 0:
+            protocol = "consumer" if self.kip848 and n // self.members_every % 2 else "classic"
+            member = Member(self.bootstrap, group, [topic], f"{group}-member", protocol=protocol).start()
+            try:
+                wait_until(partial(_joined_or_stopping, member, self.stop_event), 120, f"{group}'s member to join")
+            finally:
+                member.leave()
+            self.counts[f"{protocol}_joins"] += 1
+        self.admin.commit(group, {(topic, p): n + 1 for p in range(self.partitions)})
+        self.groups.append(group)
+        self.counts["groups_created"] += 1
+
+    def _deleted(self, group: str) -> bool:
+        answer = self.admin.client.delete_groups([group]).get(group)
+        if answer != "OK":
+            self.counts[f"delete_refused_{answer}"] += 1
+            return False
+        self.counts["groups_deleted"] += 1
+        return True
+
+
+def _joined_or_stopping(member: Member, stop: threading.Event) -> bool:
+    return member.joined or stop.is_set()
+
+
 class Committer(threading.Thread):
     """Memberless groups committing ever higher offsets at about ``rate`` commit records per second."""
 
@@ -173,14 +257,44 @@ class Committer(threading.Thread):
 
 
 def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, float], churn: int,
-         commits: int) -> str:
+         commits: int, holding: dict[str, float]) -> str:
     return (f"{label:>6} t={elapsed / 60:5.1f}min driver_jvm={mem['driver_jvm']:7.1f}MiB "
             f"python={mem['python']:7.1f}MiB python_workers={mem['python_workers']:7.1f}MiB "
             f"jvm_heap_live={mem['heap_live']:6.1f}MiB jvm_heap_committed={mem['heap_committed']:6.1f}MiB "
             f"jvm_metaspace={mem['metaspace']:6.1f}MiB python_blocks={mem['python_blocks_k']:.0f}k "
             f"groups={figures['groups']:.0f} series={figures['series']:.0f} rebalances={figures['rebalances']:.0f} "
             f"batches={figures['batches']:.0f} input_lag={figures['input_lag_records']:.0f} "
-            f"churn_cycles={churn} commit_records={commits}")
+            f"churn_cycles={churn} commit_records={commits} "
+            + " ".join(f"{k}={v:.0f}" if k != "checkpoint_mib" else f"{k}={v:.1f}" for k, v in holding.items()))
+
+
+def holdings(monitor: Monitor, admin: Admin, checkpoint: Path) -> dict[str, float]:
+    """The groups the cluster lists beside the groups the job's stage holds, every entry its objects hold,
+    and the checkpoint's size on disk."""
+    sink = monitor.runner.sink
+    return {"cluster_groups": len(admin.client.list_groups()),
+            "stage_groups": len(sink.stage.groups) if sink is not None else 0,
+            "held_entries": sum(held(monitor).values()),
+            "checkpoint_mib": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file()) / MIB}
+
+
+def compare_groups(monitor: Monitor, admin: Admin, stop: threading.Event, load: list[threading.Thread]) -> None:
+    """With the load stopped and every record read: the groups the job holds against the cluster's."""
+    stop.set()
+    for worker in load:
+        worker.join(120)
+    batches = job_figures(monitor)["batches"]
+    wait_until(lambda: job_figures(monitor)["batches"] >= batches + 3
+               and job_figures(monitor)["input_lag_records"] == 0, 300, "the job to read every record")
+    sink = monitor.runner.sink
+    held_groups = set(sink.stage.groups) if sink is not None else set()
+    # Not the job's own source group (it subscribes once on a new cluster): the job leaves its groups out.
+    cluster = {group["group_id"] for group in admin.client.list_groups()
+               if not group["group_id"].startswith(JOB_GROUP_PREFIX)}
+    print(f"After the load: the cluster lists {len(cluster)} groups besides the job's own, the job holds "
+          f"{len(held_groups)}; "
+          f"held and not listed: {len(held_groups - cluster)} {sorted(held_groups - cluster)[:10]}; "
+          f"listed and not held: {len(cluster - held_groups)} {sorted(cluster - held_groups)[:10]}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -193,6 +307,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commit-rate", type=float, default=1000, help="commit records per second")
     parser.add_argument("--sample-seconds", type=float, default=60)
     parser.add_argument("--warmup-minutes", type=float, default=2)
+    parser.add_argument("--profile", choices=("plain", "churn"), default="plain",
+                        help="churn: groups and topics also come and go (Lifecycle), and at the end the groups the "
+                             "job holds are compared with the cluster's")
+    parser.add_argument("--cycle-seconds", type=float, default=4, help="churn: a new group every this often")
+    parser.add_argument("--keep-groups", type=int, default=40, help="churn: groups beyond the newest this many "
+                                                                     "are deleted")
+    parser.add_argument("--topic-every", type=int, default=15, help="churn: a new topic every this many cycles")
+    parser.add_argument("--kip848-members", action=argparse.BooleanOptionalAction, default=None,
+                        help="churn: every other joining member uses the KIP-848 protocol (default: on a local "
+                             "Kafka 4+ broker)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
@@ -215,6 +339,14 @@ def main(argv: list[str] | None = None) -> None:
                                            for i in range(args.churn_groups)]
         committer = Committer(bootstrap, [f"soak-commit-{i}" for i in range(args.commit_groups)], topic,
                               args.partitions, args.commit_rate, stop)
+        lifecycle = None
+        if args.profile == "churn":
+            kip848 = args.kip848_members if args.kip848_members is not None else (
+                broker is not None and int(broker.version.split(".")[0]) >= 4)
+            # Its own admin client: the samples list groups on the main thread meanwhile.
+            lifecycle = Lifecycle(bootstrap, Admin(bootstrap), args.partitions, stop, cycle=args.cycle_seconds,
+                                  keep=args.keep_groups, topic_every=args.topic_every, kip848=kip848)
+            workers.append(lifecycle)
         monitor = Monitor(spark, options).start()
         try:
             wait_until(lambda: job_figures(monitor)["batches"] > 0 or monitor.query.exception() is not None, 300,
@@ -224,32 +356,48 @@ def main(argv: list[str] | None = None) -> None:
             wait_until(lambda: job_figures(monitor)["groups"] >= args.churn_groups + args.commit_groups, 300,
                        "every group exported")
             loaded = time.monotonic()
-            print(line("load", 0, memory(), job_figures(monitor), 0, committer.records), flush=True)
+            checkpoint = workdir / "checkpoint"
+            print(line("load", 0, memory(), job_figures(monitor), 0, committer.records,
+                       holdings(monitor, admin, checkpoint)), flush=True)
             time.sleep(args.warmup_minutes * 60)
             started = time.monotonic()
-            first_mem = memory()
+            first_mem, held_samples = memory(), [held(monitor)]
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
-            print(line("start", started - loaded, first_mem, job_figures(monitor), cycles, committer.records),
-                  flush=True)
+            print(line("start", started - loaded, first_mem, job_figures(monitor), cycles, committer.records,
+                       holdings(monitor, admin, checkpoint)), flush=True)
             deadline = started + args.minutes * 60
             while time.monotonic() < deadline and monitor.query.exception() is None:
                 time.sleep(min(args.sample_seconds, max(0.0, deadline - time.monotonic())))
                 cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
                 print(line("sample", time.monotonic() - loaded, memory(), job_figures(monitor), cycles,
-                           committer.records), flush=True)
+                           committer.records, holdings(monitor, admin, checkpoint)), flush=True)
+                held_samples.append(held(monitor))
             last_mem, last = memory(), job_figures(monitor)
+            held_samples.append(held(monitor))
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
-            print(line("end", time.monotonic() - loaded, last_mem, last, cycles, committer.records), flush=True)
-            changes = ", ".join(f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} {'k' if k.endswith('_k') else 'MiB'} "
-                                f"({last_mem[k] - first_mem[k]:+.0f})" for k in first_mem)
-            print(f"Memory over {(time.monotonic() - started) / 60:.1f} min after the warm-up, start -> end: {changes}",
-                  flush=True)
+            print(line("end", time.monotonic() - loaded, last_mem, last, cycles, committer.records,
+                       holdings(monitor, admin, checkpoint)), flush=True)
+            memory_changes = ", ".join(
+                f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} {'k' if k.endswith('_k') else 'MiB'} "
+                f"({last_mem[k] - first_mem[k]:+.0f})" for k in first_mem)
+            print(f"Memory over {(time.monotonic() - started) / 60:.1f} min after the warm-up, start -> end: "
+                  f"{memory_changes}", flush=True)
             rss = [sum(m[k] for k in ("driver_jvm", "python", "python_workers")) for m in (first_mem, last_mem)]
             change = (rss[1] - rss[0]) / rss[0] * 100
             print(f"RSS of the job's processes {rss[0]:.0f} -> {rss[1]:.0f} MiB ({change:+.1f} %): "
                   f"{'within' if abs(change) <= 5 else 'outside'} ±5 % after the warm-up", flush=True)
+            moved = changes(held_samples)
+            picks = sorted({round(i * (len(held_samples) - 1) / 4) for i in range(5)})  # start, quarters, end
+            print(f"Entries held by the job's objects, start -> end: {sum(held_samples[0].values())} -> "
+                  f"{sum(held_samples[-1].values())} in {len(held_samples[-1])} containers; {len(moved)} changed "
+                  f"(at the start, each quarter of the run and the end):", flush=True)
+            for path, sizes in moved[:60]:
+                print(f"  {path}: {' -> '.join(str(sizes[i]) for i in picks)}", flush=True)
             if monitor.query.exception() is not None:
                 print(f"the query failed: {monitor.query.exception()}", flush=True)
+            elif lifecycle is not None:
+                print(f"lifecycle: {dict(sorted(lifecycle.counts.items()))}", flush=True)
+                compare_groups(monitor, admin, stop, [*workers, committer])
         finally:
             stop.set()
             for worker in [*workers, committer]:
@@ -258,6 +406,8 @@ def main(argv: list[str] | None = None) -> None:
             monitor.stop()
             spark.stop()
             admin.close()
+            if lifecycle is not None:
+                lifecycle.admin.close()
             if broker is not None:
                 broker.stop()
 
