@@ -130,7 +130,9 @@ class LagBook:
         self._fresh: dict[str, dict[TopicPartition, int]] = {}  # committed offsets a scrape fetched
         self._fresh_at: dict[str, float] = {}  # when the request that found a group's fresh offsets was sent
         self._fresh_missing: dict[str, frozenset[TopicPartition]] = {}  # partitions that request found no commit for
-        self._truncated: dict[str, set[tuple[TopicPartition, int]]] = {}
+        # group -> partition -> the last commit counted as truncated there (one entry a partition: a group that
+        # keeps committing past a truncated log must not add one a commit)
+        self._truncated: dict[str, dict[TopicPartition, int]] = {}
         self._truncations: dict[str, dict[str, int]] = {}
         self._lost = LostRecords()
         # Losses are counted only once the job is ready (caught up: no hours-old committed offsets against
@@ -410,7 +412,7 @@ class LagBook:
                 if self._certain(group, tp, offset, log_start_at):
                     self._lost.observe(group, tp, offset, lag.log_start, lag.log_end)
             if lag.truncated:
-                self._count_truncation(group, topic, (tp, offset))
+                self._count_truncation(group, tp, offset)
             elif overtaken:
                 self.overtaken += 1
                 self._overtaken_since_fetch = True
@@ -451,13 +453,13 @@ class LagBook:
         return GroupLag(group, rows, methods, uncommitted, owned, dict(self._truncations.get(group, {})), margins,
                         self._lost.totals(group), min(deadlines) if deadlines else None, verdict, tuple(compat_rows))
 
-    def _count_truncation(self, group: str, topic: str, commit: tuple[TopicPartition, int]) -> None:
+    def _count_truncation(self, group: str, tp: TopicPartition, offset: int) -> None:
         """Once per commit found truncated, however many refreshes see it."""
-        seen = self._truncated.setdefault(group, set())
-        if commit not in seen:
-            seen.add(commit)
+        seen = self._truncated.setdefault(group, {})
+        if seen.get(tp) != offset:
+            seen[tp] = offset
             by_topic = self._truncations.setdefault(group, {})
-            by_topic[topic] = by_topic.get(topic, 0) + 1
+            by_topic[tp[0]] = by_topic.get(tp[0], 0) + 1
 
     # -- records lost (under the lock) ---------------------------------------------------------
 

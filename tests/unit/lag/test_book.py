@@ -107,6 +107,19 @@ def test_truncations_are_counted_once_per_commit() -> None:
     assert shown.last("g").truncations == {"t": 1}
 
 
+def test_a_group_committing_past_a_truncated_log_counts_each_commit_and_holds_one_entry_a_partition() -> None:
+    lag, tracker, shown, clock = book()
+    for commit in range(50, 250):
+        lag.update("g", {("t", 0): commit}, {})
+        lag.refresh(clock.now)  # seen before the sample that finds it past the log end
+        clock.now += 1
+        sample(tracker, clock, {("t", 0): (0, 30)})
+        lag.refresh(clock.now)
+        lag.refresh(clock.now)
+    assert shown.last("g").truncations == {"t": 200}
+    assert lag._truncated == {"g": {("t", 0): 249}}
+
+
 def test_records_deleted_below_a_commit_are_lost_once() -> None:
     lag, tracker, shown, clock = book()
     lag.update("g", {("t", 0): 10}, {})
