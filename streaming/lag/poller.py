@@ -117,7 +117,7 @@ class LogEndPoller(PollingThread):
         self.tracker.wanted_changed.clear()  # before reading: a change during the round is kept
         try:
             wanted = self._polled = self.tracker.partitions()
-            self.unreadable.begin_round()
+            self.unreadable.begin_round({t for t, _ in wanted})
             leaders, missing = self._leaders({t for t, _ in wanted} | {OFFSETS_TOPIC})
             unreadable: dict[str, set[str]] = defaultdict(set)
             for topic, partition in wanted - leaders.keys():

@@ -231,6 +231,8 @@ class LagTracker:
             self._history = {tp: v for tp, v in self._history.items() if tp in keep}
             self._times = {k: v for k, v in self._times.items() if k in self._committed}
             self._tried_at = {k: v for k, v in self._tried_at.items() if k in self._committed}
+            topics = {topic for topic, _ in keep}  # a deleted topic's settings go with its last group's commits
+            self._topic_configs = {t: v for t, v in self._topic_configs.items() if t in topics}
 
     # -- the lag series' side ------------------------------------------------------------
 

@@ -31,9 +31,13 @@ class UnreadableTopics:
         self._round: set[str] = set()  # topics with a partition that failed in the round under way
         self._lock = threading.Lock()
 
-    def begin_round(self) -> None:
+    def begin_round(self, topics: Iterable[str]) -> None:
+        """A round that asks for ``topics``: a failing topic no group commits to any more (its groups, or
+        their commits on it, deleted) is forgotten, neither read again nor said again."""
+        wanted = set(topics)
         with self._lock:
             self._round.clear()
+            self._failing = {t: reason for t, reason in self._failing.items() if t in wanted}
 
     def failed(self, topics: Iterable[str], reason: str) -> None:
         with self._lock:

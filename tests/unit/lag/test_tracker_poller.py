@@ -24,7 +24,7 @@ from decoders.reader import uuid_text
 from streaming.cluster.errors import ERROR_REASONS
 from streaming.lag.history import LogEndRing, appended_at
 from streaming.lag.poller import OFFSETS_TOPIC, LogEndPoller
-from streaming.lag.tracker import LagTracker, RecordTime
+from streaming.lag.tracker import LagTracker, RecordTime, TopicConfig
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, wait_until
 from tests.support.lag_helpers import describe_group, produce, record_timestamp
@@ -226,8 +226,11 @@ def test_set_wanted_and_forget_unwanted_bound_memory():
     tracker = tracker_with(clock, {("t", 0): (0, 10), ("t", 1): (0, 10)})
     tracker.set_wanted([("t", 0, 5), ("t", 1, -1)], uncommitted=[("u", 0)])
     assert tracker.partitions() == {("t", 0), ("u", 0)}
+    tracker.record_topic_configs({"t": TopicConfig("CreateTime", 1000), "gone": TopicConfig("CreateTime", 1000)},
+                                 clock.now)
     tracker.forget_unwanted()
     assert tracker.lag("t", 1, 5) is None and tracker.lag("t", 0, 5) is not None
+    assert tracker._topic_configs.keys() == {"t"}  # no group follows "gone" (a deleted topic) any more
 
 
 def test_truncation_drops_cached_record_times():
@@ -341,9 +344,14 @@ def test_a_topic_the_principal_may_not_describe_is_named_once_not_every_round(ca
                                          "a": "unknown_topic_or_partition"}
     poller.unreadable.read(["secret"])  # read in the round that also failed it: still failing
     assert "secret" in poller.unreadable.failing
-    poller.unreadable.begin_round()
+    poller.unreadable.begin_round(["a", "secret", "gone"])
     poller.unreadable.read(["secret"])  # Describe granted: the next round reads it
     assert poller.unreadable.failing == {"gone": "unknown_topic_or_partition", "a": "unknown_topic_or_partition"}
+    tracker.set_wanted([("a", 0, 1), ("a", 7, 1)])  # the commits on "gone" were deleted with it
+    caplog.clear()
+    poller.poll_once()
+    assert poller.unreadable.failing == {"a": "unknown_topic_or_partition"}
+    assert not [r for r in caplog.records if r.levelno >= logging.INFO and "gone" in r.getMessage()]
 
 
 # -- against a real broker ------------------------------------------------------------------
