@@ -66,6 +66,8 @@ COMMIT_CHUNK_ROWS = 1 << 16
 # A group without members is summarised again by commits alone once its latest commit is this much newer than the
 # one its last summary showed: its last commit series is right to a minute, at one summary a minute at most.
 SHOWN_COMMIT_SLACK_MS = 60_000
+# Stale entries the abandoned deadlines' heap may hold beyond twice the deadlines in force before it is rebuilt.
+STALE_DEADLINES_KEPT = 1024
 
 
 @dataclass(slots=True)
@@ -477,6 +479,11 @@ class GroupStage:
         if self._abandon_at.get(group) != deadline:
             self._abandon_at[group] = deadline
             heapq.heappush(self._deadlines, (deadline, group))
+            if len(self._deadlines) > 2 * len(self._abandon_at) + STALE_DEADLINES_KEPT:
+                # Each shown commit of an inactive group leaves its previous deadline stale until that comes due
+                # (--abandoned-after, a day): rebuilt from the deadlines in force, the heap stays bounded by the groups.
+                self._deadlines = [(at, g) for g, at in self._abandon_at.items()]
+                heapq.heapify(self._deadlines)
 
     def _may_move(self, group: str, now_ms: int) -> bool:
         """Whether a group changed by commits alone still needs a summary: none was handed over yet, member

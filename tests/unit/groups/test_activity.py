@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.groups.stage import GroupStage, StageLimits
+from streaming.groups.stage import STALE_DEADLINES_KEPT, GroupStage, StageLimits
 from streaming.groups.summary import activity
 from streaming.options import parse_args
 from streaming.protocol import ABANDONED, ACTIVE, INACTIVE, BatchInput, BatchResult, GroupSummary
@@ -101,3 +101,15 @@ def test_the_option():
     assert StageLimits.from_config(parse_args(["--bootstrap-server", "b:9092"]).groups, 10).abandoned_after_ms == DAY
     with pytest.raises(SystemExit):
         parse_args(["--bootstrap-server", "b:9092", "--abandoned-after", "0"])
+
+
+def test_a_group_that_only_commits_for_a_day_holds_a_bounded_heap_of_deadlines_and_still_turns_abandoned():
+    stage = GroupStage(StageLimits(abandoned_after_ms=DAY))
+    stage.apply(batch([commit("standalone", "t", 0, 1)]))
+    last = T0
+    for minute in range(3 * STALE_DEADLINES_KEPT):  # a commit shown every minute: a new deadline each
+        last = T0 + minute * 61_000
+        stage._shown("standalone", INACTIVE, None, last)
+    assert len(stage._deadlines) <= 2 + STALE_DEADLINES_KEPT
+    assert summary_of(stage, BatchResult(), last + DAY) is None
+    assert summary_of(stage, BatchResult(), last + DAY + 1, "standalone").activity == ABANDONED
