@@ -45,6 +45,7 @@ GROUP_TIMEOUTS_REMEMBERED = 100_000  # groups whose timeouts are cached (oldest 
 OFFSETS_TOPIC = "__consumer_offsets"
 REFRESH_SECONDS = 5.0  # an id not in the cache asks the cluster at most this often
 SESSION_TIMEOUT_MAX_AGE_S = 600.0  # the brokers' session timeout is read again after this long
+NAMES_REMEMBERED = 100_000  # topic ids named (oldest learnt first: a deleted topic's id is never asked for again)
 UNRESOLVED_REMEMBERED = 10_000  # ids already counted as unresolved, or asked and not named yet (oldest forgotten first)
 
 
@@ -240,7 +241,10 @@ class TopicNames:
         """Pairs learnt without asking (the topic id an offset commit carries beside its topic)."""
         with self._lock:
             learnt = {t: n for t, n in names.items() if t and n}
+            for topic_id in learnt:  # learnt again: the newest, the last forgotten
+                self._names.pop(topic_id, None)
             self._names.update(learnt)
+            _forget_oldest(self._names, NAMES_REMEMBERED)
             for topic_id in learnt:
                 self._unnamed.pop(topic_id, None)
 
@@ -249,8 +253,7 @@ class TopicNames:
             unknown = {t for t in topic_ids if t not in self._names}
             for topic_id in unknown:
                 self._unnamed[topic_id] = None
-            while len(self._unnamed) > UNRESOLVED_REMEMBERED:
-                del self._unnamed[next(iter(self._unnamed))]
+            _forget_oldest(self._unnamed, UNRESOLVED_REMEMBERED)
             due = bool(unknown) and self._clock() - self._asked_at >= self._refresh_s
             if due:
                 self._asked_at = self._clock()
@@ -270,6 +273,7 @@ class TopicNames:
             failed = set()
         with self._lock:
             self._names.update(found)
+            _forget_oldest(self._names, NAMES_REMEMBERED)
             for topic_id in found:
                 self._unnamed.pop(topic_id, None)
             self._count(failed, "metadata_error")
@@ -282,8 +286,7 @@ class TopicNames:
             self._counted.pop(topic_id, None)
             self._counted[topic_id] = reason
             self._unresolved[reason] = self._unresolved.get(reason, 0) + 1
-            if len(self._counted) > UNRESOLVED_REMEMBERED:
-                del self._counted[next(iter(self._counted))]
+            _forget_oldest(self._counted, UNRESOLVED_REMEMBERED)
 
     def unresolved(self) -> dict[str, int]:
         """Topic ids a lookup could not name so far, counted once each, by reason."""
@@ -332,8 +335,7 @@ class TopicNames:
                     if group in found:
                         self._groups.pop(group, None)
                         self._groups[group] = (found[group], read_at)
-                while len(self._groups) > GROUP_TIMEOUTS_REMEMBERED:
-                    del self._groups[next(iter(self._groups))]
+                _forget_oldest(self._groups, GROUP_TIMEOUTS_REMEMBERED)
         with self._lock:
             return {g: self._groups[g][0] for g in groups if g in self._groups}
 
@@ -354,6 +356,12 @@ class TopicNames:
         names = self.topic_names(ids)
         return [dataclasses.replace(e, moved_partitions=tuple(_named(tp, names) for tp in e.moved_partitions))
                 if e.group_type == CONSUMER else e for e in events]
+
+
+def _forget_oldest(remembered: dict[Any, Any], limit: int) -> None:
+    """Drop the first-inserted entries of ``remembered`` beyond ``limit``."""
+    while len(remembered) > limit:
+        del remembered[next(iter(remembered))]
 
 
 def _named(tp: TopicPartition, names: Mapping[str, str]) -> TopicPartition:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streaming.cluster import metadata
 from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.protocol import RebalanceEvent
 from testbed.broker import run_kafka_tool
@@ -134,6 +135,25 @@ def test_unknown_ids_ask_at_most_once_per_refresh_interval_and_count_once() -> N
     assert names.unresolved() == {"unknown_topic_id": 1}
     names.learn({gone: "created-meanwhile"})  # a commit carrying the id names it without a request
     assert names.topic_names([gone]) == {gone: "created-meanwhile"} and len(calls) == 2
+
+
+def test_names_of_topics_long_gone_are_forgotten_oldest_learnt_first(monkeypatch) -> None:
+    monkeypatch.setattr(metadata, "NAMES_REMEMBERED", 3)
+    calls: list[list[str]] = []
+
+    def lookup(ids) -> dict[str, str]:
+        calls.append(sorted(ids))
+        return {t: f"named-{t}" for t in ids}
+
+    clock = Clock()
+    names = TopicNames(lookup, clock=clock)
+    ids = [f"{letter}b1xWJpGSQaW2q0Uu0q9Pg" for letter in "ABCD"]
+    names.learn({ids[0]: "a", ids[1]: "b", ids[2]: "c"})
+    names.learn({ids[0]: "a"})  # still committed to: learnt again, now the newest
+    names.learn({ids[3]: "d"})  # one too many: the oldest learnt (B) goes
+    assert names.topic_names([ids[0], ids[2], ids[3]]) == {ids[0]: "a", ids[2]: "c", ids[3]: "d"} and not calls
+    assert names.topic_names([ids[1]]) == {ids[1]: f"named-{ids[1]}"}  # asked again when it is needed again
+    assert calls == [[ids[1]]] and len(names._names) == 3
 
 
 def test_session_timeout_is_read_once_and_kept() -> None:
