@@ -172,8 +172,10 @@ bench-job: setup
 bench-image: jars
 	$(PY) -m benchmarks.image_run --image $(IMAGE) $(BENCH_ARGS)
 
-# The job for 6 hours against churning groups and commit load; RSS, JVM live heap and Python heap
-# sampled every minute (benchmarks/soak.py). SOAK_ARGS="--minutes 30" shortens it. Not part of make test.
+# The job for 6 hours against churning groups and commit load; RSS, JVM live heap, Python heap and every
+# entry the job's objects hold sampled every minute (benchmarks/soak.py). SOAK_ARGS="--minutes 30" shortens
+# it; SOAK_ARGS="--profile churn --minutes 40" adds groups and topics that come and go (a day's worth in 40
+# minutes) and compares the groups the job holds with the cluster's at the end. Not part of make test.
 bench-soak: setup
 	$(PY) -m benchmarks.soak $(SOAK_ARGS)
 
