@@ -395,6 +395,10 @@ def main(argv: list[str] | None = None) -> None:
                   f"(at the start, each quarter of the run and the end):", flush=True)
             for path, sizes in moved[:60]:
                 print(f"  {path}: {' -> '.join(str(sizes[i]) for i in picks)}", flush=True)
+            for part in sorted(p for p in checkpoint.iterdir() if p.is_dir()):
+                files = [f for f in part.rglob("*") if f.is_file()]
+                print(f"checkpoint {part.name}/: {sum(f.stat().st_size for f in files) / MIB:.1f} MiB in "
+                      f"{len(files)} files", flush=True)
             if monitor.query.exception() is not None:
                 print(f"the query failed: {monitor.query.exception()}", flush=True)
             elif lifecycle is not None:
