@@ -43,6 +43,7 @@ from collections import Counter, deque
 from functools import partial
 from pathlib import Path
 
+import pyarrow as pa
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
@@ -93,7 +94,10 @@ def memory() -> dict[str, float]:
     return {"driver_jvm": sum(rss_bytes(p) for p in jvm) / MIB, "python": rss_bytes(os.getpid()) / MIB,
             "python_workers": sum(rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None),
             # The driver's Python heap: blocks its allocator holds (objects live), in thousands.
-            "python_blocks_k": sys.getallocatedblocks() / 1000}
+            "python_blocks_k": sys.getallocatedblocks() / 1000,
+            # Arrow buffers alive in the driver (batches, the state's tables): RSS beside flat blocks is either
+            # these or memory the allocators keep.
+            "arrow_live": pa.total_allocated_bytes() / MIB}
 
 
 _HEAP = re.compile(r"heap\s+total (\d+)K, used (\d+)K")
@@ -262,6 +266,7 @@ def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, f
             f"python={mem['python']:7.1f}MiB python_workers={mem['python_workers']:7.1f}MiB "
             f"jvm_heap_live={mem['heap_live']:6.1f}MiB jvm_heap_committed={mem['heap_committed']:6.1f}MiB "
             f"jvm_metaspace={mem['metaspace']:6.1f}MiB python_blocks={mem['python_blocks_k']:.0f}k "
+            f"arrow_live={mem['arrow_live']:.1f}MiB "
             f"groups={figures['groups']:.0f} series={figures['series']:.0f} rebalances={figures['rebalances']:.0f} "
             f"batches={figures['batches']:.0f} input_lag={figures['input_lag_records']:.0f} "
             f"churn_cycles={churn} commit_records={commits} "
