@@ -51,7 +51,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from benchmarks.fresh_job import rss_bytes
 from benchmarks.held import changes, held
 from streaming.decode.config import JOB_GROUP_PREFIX
+from streaming.driver.progress import batch_offsets
 from streaming.job import Monitor, spark_session
+from streaming.lag.poller import OFFSETS_TOPIC
 from streaming.options import parse_args
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, Member, wait_until
@@ -288,11 +290,16 @@ def compare_groups(monitor: Monitor, admin: Admin, stop: threading.Event, load: 
     stop.set()
     for worker in load:
         worker.join(120)
-    # The members leaving write records, so one batch at least runs after the stop; a trigger that finds
-    # nothing new runs none, so waiting for more than one could wait for ever.
-    batches = job_figures(monitor)["batches"]
-    wait_until(lambda: job_figures(monitor)["batches"] > batches
-               and job_figures(monitor)["input_lag_records"] == 0, 300, "the job to read every record")
+    # Read to the offsets topic's end as of now, by the query's own progress: the input-lag gauge compares with
+    # a log-end sample up to a poll interval old, and read 0 before the last groups' commits were folded.
+    ends = admin.end_offsets([(OFFSETS_TOPIC, p) for p in admin.partitions(OFFSETS_TOPIC)])
+
+    def caught_up() -> bool:
+        progress = monitor.query.lastProgress
+        read = batch_offsets(progress)[0] if progress is not None else {}
+        return all(read.get(tp, 0) >= end for tp, end in ends.items() if end > 0)
+
+    wait_until(caught_up, 300, "the job to read to the offsets topic's end")
     sink = monitor.runner.sink
     held_groups = set(sink.stage.groups) if sink is not None else set()
     # Not the job's own source group (it subscribes once on a new cluster): the job leaves its groups out.
