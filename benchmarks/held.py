@@ -90,7 +90,7 @@ def _visit(path: str, value: object, sizes: Counter[str], todo: deque[tuple[str,
 
 
 def _elements(value: object) -> list[object] | None:
-    """A container's keys and values (a copy: the job's threads change them while the soak samples)."""
+    """A container's elements, a dict's values (a copy: the job's threads change them while the soak samples)."""
     if not isinstance(value, dict | list | set | frozenset | deque):
         return None
     for _ in range(10):

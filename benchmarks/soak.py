@@ -150,7 +150,7 @@ class Churn(threading.Thread):
             while not self.stop_event.is_set():
                 visitor = Member(self.bootstrap, self.group, [self.topic], f"{self.group}-visitor").start()
                 try:
-                    wait_until(partial(self._joined_or_stopping, visitor), 120, "the visitor to join")
+                    wait_until(partial(_joined_or_stopping, visitor, self.stop_event), 120, "the visitor to join")
                     self.stop_event.wait(5)
                 finally:
                     visitor.leave()
@@ -158,9 +158,6 @@ class Churn(threading.Thread):
                 self.stop_event.wait(5)
         finally:
             steady.leave()
-
-    def _joined_or_stopping(self, member: Member) -> bool:
-        return member.joined or self.stop_event.is_set()
 
 
 class Lifecycle(threading.Thread):
@@ -275,13 +272,13 @@ def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, f
             + " ".join(f"{k}={v:.0f}" if k != "checkpoint_mib" else f"{k}={v:.1f}" for k, v in holding.items()))
 
 
-def holdings(monitor: Monitor, admin: Admin, checkpoint: Path) -> dict[str, float]:
-    """The groups the cluster lists beside the groups the job's stage holds, every entry its objects hold,
-    and the checkpoint's size on disk."""
+def holdings(monitor: Monitor, admin: Admin, checkpoint: Path, sizes: Counter[str]) -> dict[str, float]:
+    """The groups the cluster lists beside the groups the job's stage holds, every entry its objects hold
+    (``sizes``, from :func:`held`), and the checkpoint's size on disk."""
     sink = monitor.runner.sink
     return {"cluster_groups": len(admin.client.list_groups()),
             "stage_groups": len(sink.stage.groups) if sink is not None else 0,
-            "held_entries": sum(held(monitor).values()),
+            "held_entries": sum(sizes.values()),
             "checkpoint_mib": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file()) / MIB}
 
 
@@ -372,25 +369,25 @@ def main(argv: list[str] | None = None) -> None:
             loaded = time.monotonic()
             checkpoint = workdir / "checkpoint"
             print(line("load", 0, memory(), job_figures(monitor), 0, committer.records,
-                       holdings(monitor, admin, checkpoint)), flush=True)
+                       holdings(monitor, admin, checkpoint, held(monitor))), flush=True)
             time.sleep(args.warmup_minutes * 60)
             started = time.monotonic()
             first_mem, held_samples = memory(), [held(monitor)]
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
             print(line("start", started - loaded, first_mem, job_figures(monitor), cycles, committer.records,
-                       holdings(monitor, admin, checkpoint)), flush=True)
+                       holdings(monitor, admin, checkpoint, held_samples[0])), flush=True)
             deadline = started + args.minutes * 60
             while time.monotonic() < deadline and monitor.query.exception() is None:
                 time.sleep(min(args.sample_seconds, max(0.0, deadline - time.monotonic())))
                 cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
-                print(line("sample", time.monotonic() - loaded, memory(), job_figures(monitor), cycles,
-                           committer.records, holdings(monitor, admin, checkpoint)), flush=True)
                 held_samples.append(held(monitor))
+                print(line("sample", time.monotonic() - loaded, memory(), job_figures(monitor), cycles,
+                           committer.records, holdings(monitor, admin, checkpoint, held_samples[-1])), flush=True)
             last_mem, last = memory(), job_figures(monitor)
             held_samples.append(held(monitor))
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
             print(line("end", time.monotonic() - loaded, last_mem, last, cycles, committer.records,
-                       holdings(monitor, admin, checkpoint)), flush=True)
+                       holdings(monitor, admin, checkpoint, held_samples[-1])), flush=True)
             memory_changes = ", ".join(
                 f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} {'k' if k.endswith('_k') else 'MiB'} "
                 f"({last_mem[k] - first_mem[k]:+.0f})" for k in first_mem)

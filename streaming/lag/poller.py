@@ -117,8 +117,9 @@ class LogEndPoller(PollingThread):
         self.tracker.wanted_changed.clear()  # before reading: a change during the round is kept
         try:
             wanted = self._polled = self.tracker.partitions()
-            self.unreadable.begin_round({t for t, _ in wanted})
-            leaders, missing = self._leaders({t for t, _ in wanted} | {OFFSETS_TOPIC})
+            topics = {t for t, _ in wanted}
+            self.unreadable.begin_round(topics)
+            leaders, missing = self._leaders(topics | {OFFSETS_TOPIC})
             unreadable: dict[str, set[str]] = defaultdict(set)
             for topic, partition in wanted - leaders.keys():
                 reason = missing.get((topic, partition)) or missing.get((topic, -1)) or "unknown_topic_or_partition"
