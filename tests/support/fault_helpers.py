@@ -7,6 +7,7 @@ so a kill takes the Python driver and its JVM down together, as a crashed pod wo
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import re
@@ -191,7 +192,7 @@ class Churn(threading.Thread):
         for anchor in self.anchors.values():
             anchor.start()
         for anchor in self.anchors.values():
-            wait_until(lambda a=anchor: a.joined, 60, f"{anchor.client_id} to join")
+            wait_until(functools.partial(getattr, anchor, "joined"), 60, f"{anchor.client_id} to join")
 
     def run(self) -> None:
         while not self._stop_event.wait(self.every):
@@ -331,10 +332,17 @@ class SparkCluster:
 
     def _start(self, name: str, *args: str) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # Each daemon its own local directory: what a worker's executors spill and keep (shuffle files, the
+        # state store's RocksDB instances) is then found by worker.
+        local = self.local_dir(name)
+        local.mkdir(parents=True, exist_ok=True)
         with (self.workdir / f"{name}.log").open("w") as out:
             self.processes[name] = subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args],
-                                                    env=self.env(), stdout=out, stderr=subprocess.STDOUT,
-                                                    start_new_session=True)
+                                                    env={**self.env(), "SPARK_LOCAL_DIRS": str(local)}, stdout=out,
+                                                    stderr=subprocess.STDOUT, start_new_session=True)
+
+    def local_dir(self, name: str) -> Path:
+        return self.workdir / f"{name}-local"
 
     def start(self) -> SparkCluster:
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
