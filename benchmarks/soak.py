@@ -30,6 +30,7 @@ nothing.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import re
@@ -99,7 +100,25 @@ def memory() -> dict[str, float]:
             "python_blocks_k": sys.getallocatedblocks() / 1000,
             # Arrow buffers alive in the driver (batches, the state's tables): RSS beside flat blocks is either
             # these or memory the allocators keep.
-            "arrow_live": pa.total_allocated_bytes() / MIB}
+            "arrow_live": pa.total_allocated_bytes() / MIB, **malloc_heap()}
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def malloc_heap() -> dict[str, float]:
+    """MiB glibc's malloc holds for this process, all arenas: in use (the C side: Arrow's and the extensions'
+    allocations, and Python objects too large for its own allocator) and free but not given back (what a
+    thread's arena keeps). Empty where glibc has no ``mallinfo2`` (before 2.33, or not glibc)."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return {"malloc_used": (info.uordblks + info.hblkhd) / MIB, "malloc_free": info.fordblks / MIB}
 
 
 _HEAP = re.compile(r"heap\s+total (\d+)K, used (\d+)K")
@@ -265,7 +284,8 @@ def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, f
             f"python={mem['python']:7.1f}MiB python_workers={mem['python_workers']:7.1f}MiB "
             f"jvm_heap_live={mem['heap_live']:6.1f}MiB jvm_heap_committed={mem['heap_committed']:6.1f}MiB "
             f"jvm_metaspace={mem['metaspace']:6.1f}MiB python_blocks={mem['python_blocks_k']:.0f}k "
-            f"arrow_live={mem['arrow_live']:.1f}MiB "
+            f"arrow_live={mem['arrow_live']:.1f}MiB malloc_used={mem.get('malloc_used', 0):.1f}MiB "
+            f"malloc_free={mem.get('malloc_free', 0):.1f}MiB "
             f"groups={figures['groups']:.0f} series={figures['series']:.0f} rebalances={figures['rebalances']:.0f} "
             f"batches={figures['batches']:.0f} input_lag={figures['input_lag_records']:.0f} "
             f"churn_cycles={churn} commit_records={commits} "
