@@ -12,11 +12,13 @@ job does), then
   delta, publishing at topic granularity), as ``benchmarks/driver_fold.py`` builds it;
 * ``group``: ``transformWithStateInPandas`` keyed by group on the RocksDB state store provider,
   one value per group (generation, members, commits, committed offsets as arrays);
-* ``partition``: the same fold keyed by offsets-topic partition, a map of groups in each key.
+* ``partition``: the same fold keyed by offsets-topic partition, a map of groups in each key;
+* ``fold``: keyed by offsets-topic partition with the project's real fold inside
+  (``benchmarks.state_store_fold``), its changes rendered on the driver by the project's publisher.
 
-The stateful paths fold only what the brief names (offsets, generation, member count, commit
-count), not the whole rebalance fold; their output rows (one per changed group) are collected
-to the driver as Arrow, as a driver serving them would. After the backlog, ``--trickle`` files
+``group`` and ``partition`` fold only what the brief names (offsets, generation, member count,
+commit count), not the whole rebalance fold; their output rows (one per changed group) are
+collected to the driver as Arrow, as a driver serving them would. After the backlog, ``--trickle`` files
 of ``--trickle-records`` commits each (the next commits of the first groups) come one at a
 time: the steady per-batch cost. Each child reports the time from query start to every group
 folded, the trickle's batch times, peak RSS by process (Python driver, JVM, Python workers;
@@ -41,6 +43,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.fresh_job import _cpu_seconds, _is_java, rss_bytes
@@ -48,7 +51,7 @@ from benchmarks.synthetic import Record, Workload, backlog
 from decoders.folding import fold_record
 from streaming.protocol import STAGE_SCHEMA, OutputKind
 
-PATHS = ("driver", "group", "partition")
+PATHS = ("driver", "group", "partition", "fold")
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 RAW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
                         ("offset", pa.int64()), ("timestamp", pa.timestamp("us"))])
@@ -240,18 +243,67 @@ class Sampler(threading.Thread):
 def driver_sink(workdir: Path) -> Any:
     """Today's fold: the project's sink at topic granularity, as benchmarks/driver_fold.py builds it."""
     from streaming.cluster.metadata import TopicNames
-    from streaming.driver.publish import build_publishing
     from streaming.driver.sink import BatchSink
     from streaming.groups.config import GroupsConfig
     from streaming.groups.stage import GroupStage
     from streaming.groups.store import StateStore
-    from streaming.lag.tracker import LagTracker
     from streaming.logs.dead_letters import DeadLetterLog
     from streaming.logs.events import EventLog
 
-    return BatchSink(GroupsConfig(), GroupStage(), StateStore(workdir / "state"),
-                     build_publishing("c", LagTracker(), "topic"), EventLog(workdir / "events"),
-                     DeadLetterLog(workdir / "dead-letters", "__consumer_offsets", 10), TopicNames(lambda ids: {}))
+    return BatchSink(GroupsConfig(), GroupStage(), StateStore(workdir / "state"), publishing(),
+                     EventLog(workdir / "events"), DeadLetterLog(workdir / "dead-letters", "__consumer_offsets", 10),
+                     TopicNames(lambda ids: {}))
+
+
+def publishing() -> Any:
+    """What the driver renders with, on every path that renders: the project's publisher at topic granularity."""
+    from streaming.driver.publish import build_publishing
+    from streaming.lag.tracker import LagTracker
+
+    return build_publishing("c", LagTracker(), "topic")
+
+
+def tree_bytes(directory: Path) -> int:
+    """Bytes of the files under ``directory`` (files vanishing while walked are skipped)."""
+    total = 0
+    for root, _, names in os.walk(directory):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+class WorkerSampler(threading.Thread):
+    """Each worker's share, every second while a child runs on the standalone cluster: peak RSS of what runs
+    under the worker daemon (its executor and Python workers, not the daemon) and peak bytes of the RocksDB
+    instances in its local directory."""
+
+    def __init__(self, cluster: Any) -> None:
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.rss: dict[str, int] = defaultdict(int)
+        self.state: dict[str, int] = defaultdict(int)
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(1.0):
+            for name, process in self.cluster.processes.items():
+                if not name.startswith("worker"):
+                    continue
+                under = sum(rss_bytes(pid) for pid in descendants(process.pid) if pid != process.pid)
+                rocks = sum(tree_bytes(d) for d in self.cluster.local_dir(name).rglob("*")
+                            if d.is_dir() and "rocksdb" in d.name.lower())
+                self.rss[name] = max(self.rss[name], under)
+                self.state[name] = max(self.state[name], rocks)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(5)
+
+    def figures(self) -> dict[str, Any]:
+        return {"worker_peak_rss": dict(self.rss), "worker_peak_rocksdb_bytes": dict(self.state)}
 
 
 class Collected:
@@ -280,14 +332,27 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
             "--spark-conf", f"spark.sql.streaming.stateStore.providerClass={ROCKSDB}"]
     if args.driver_memory:
         conf += ["--spark-conf", f"spark.driver.memory={args.driver_memory}"]
-    spark = spark_session(parse_args(["--bootstrap-server", "unused:9092", "--master", "local[2]", *conf]))
+    if args.master_url:
+        conf += ["--spark-conf", "spark.executor.cores=1", "--spark-conf", "spark.executor.memory=1g"]
+    spark = spark_session(parse_args(["--bootstrap-server", "unused:9092", "--master", args.master_url or "local[2]",
+                                      *conf]))
     session_s = time.monotonic() - started
+    if args.master_url:  # every executor up before the query starts, as local mode's are (the driver counts as one)
+        while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < args.workers + 1:
+            time.sleep(0.2)
     raw = spark.readStream.schema(from_arrow_schema(RAW_SCHEMA)).parquet(str(input_dir))
     decoded = raw.coalesce(spark.sparkContext.defaultParallelism).mapInArrow(
         make_decoder(1000), from_arrow_schema(STAGE_SCHEMA))
     if path == "driver":
         sink: Any = driver_sink(workdir)
         output = decoded
+    elif path == "fold":
+        from benchmarks import state_store_fold
+        from streaming.logs.events import EventLog
+
+        sink = state_store_fold.ChangesSink(publishing(), EventLog(workdir / "events"))
+        output = state_store_fold.folded_input(decoded).transformWithStateInPandas(
+            state_store_fold.processor(args.buckets), state_store_fold.CHANGE_SCHEMA, "Update", "ProcessingTime")
     else:
         sink = Collected()
         by_group, by_partition = stateful_processors()
@@ -326,7 +391,7 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
 # ------------------------------------------------------------------------------ the runs
 
 
-def offline(groups: int, partitions: int) -> None:
+def offline(groups: int, partitions: int, buckets: int) -> None:
     """The stateful paths' Python work alone, without Spark: the backlog decoded in this process,
     each group's rows folded from empty state and its change row built, as each key's call does."""
     from benchmarks.driver_memory import decoded_records
@@ -345,30 +410,62 @@ def offline(groups: int, partitions: int) -> None:
         took = time.perf_counter() - started
         print(f"offline, keyed by {key}: {took:.1f} s for {groups:,} groups, {took / groups * 1e6:.0f} us a group "
               f"(fold and change rows, one interpreter, no state store)", flush=True)
+    offline_fold(batch, groups, buckets)
+
+
+def offline_fold(batch: Any, groups: int, buckets: int) -> None:
+    """The ``fold`` path's Python work without Spark: each offsets-topic partition's rows through the real
+    processor on PySpark's in-memory state (``TwsTester``), once from empty state and once more on top."""
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    from benchmarks.state_store_fold import processor
+
+    table = pa.concat_tables([batch.commits, batch.group_records])
+    keys = pc.unique(table.column("kafka_partition")).to_pylist()
+    frames = {key: table.filter(pc.equal(table.column("kafka_partition"), key)).to_pandas() for key in keys}
+    tester = TwsTester(processor(buckets), timeMode="ProcessingTime", outputMode="Update")
+    for label in ("from empty state", "on the state of the first"):
+        tester.setProcessingTime(int(time.time() * 1000))
+        started = time.perf_counter()
+        changed = sum(len(tester.testInPandas(key, frame)) for key, frame in frames.items())
+        took = time.perf_counter() - started
+        print(f"offline, real fold keyed by partition ({buckets or 'one value a group'} buckets), {label}: "
+              f"{took:.1f} s for {changed:,} changed groups, {took / groups * 1e6:.0f} us a group", flush=True)
+    values = [value[0] for key in keys for _, value in tester.peekMapState("groups", key).items()]
+    print(f"state values: {len(values):,}, {sum(map(len, values)) / groups:.0f} bytes a group pickled", flush=True)
 
 
 
-def run_child(label: str, base: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
+def run_child(label: str, base: Path, args: argparse.Namespace, n: int, cluster: Any = None) -> dict[str, Any]:
     """One fresh process on a copy of the backlog (its trickle files must not reach the next run);
-    ``label`` is a path, or ``path@MEMORY`` for a driver heap other than ``--driver-memory``."""
+    ``label`` is a path, ``path@MEMORY`` for a driver heap other than ``--driver-memory``, ``fold:N``
+    for ``--buckets N``."""
     path, _, memory = label.partition("@")
-    run_dir = base / f"{path}-{memory}-{n}"
+    path, _, buckets = path.partition(":")
+    run_dir = base / f"{path}-{buckets}-{memory}-{n}"
     (run_dir / "input").mkdir(parents=True)
     for source in (base / "backlog").iterdir():
         os.link(source, run_dir / "input" / source.name)
     (run_dir / "offsets.json").write_text((base / "offsets.json").read_text())
     command = [sys.executable, "-m", "benchmarks.state_store_prototype", "--child", path, "--run-dir",
-               str(run_dir), *sys.argv[1:], *(["--driver-memory", memory] if memory else [])]
+               str(run_dir), *sys.argv[1:], *(["--driver-memory", memory] if memory else []),
+               *(["--buckets", buckets] if buckets else []), *(["--master-url", cluster.url] if cluster else [])]
+    workers = WorkerSampler(cluster) if cluster else None
     try:
+        if workers:
+            workers.start()
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
         return {"path": label, "failed": "timeout", "errors": [f"not done after {args.timeout:.0f} s"]}
+    finally:
+        if workers:
+            workers.stop()
     (run_dir / "child.log").write_text(done.stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         errors = [line for line in done.stderr.splitlines() if "Error" in line or line.startswith("  File ")]
         return {"path": label, "failed": done.returncode, "errors": errors[:12]}
-    return {**json.loads(lines[-1]), "path": label}
+    return {**json.loads(lines[-1]), "path": label, **(workers.figures() if workers else {})}
 
 
 def gib(n: float) -> str:
@@ -412,11 +509,16 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--paths", default=",".join(PATHS), help="PATH or PATH@MEMORY (its own driver heap), ...")
     parser.add_argument("--trickle", type=int, default=5, help="trickle batches after the backlog")
     parser.add_argument("--trickle-records", type=int, default=5000)
+    parser.add_argument("--buckets", type=int, default=0,
+                        help="fold path: groups share this many state values a partition (0: one a group)")
     parser.add_argument("--shuffle-partitions", type=int, default=2, help="state store partitions (the cores)")
     parser.add_argument("--driver-memory", default="", help="spark.driver.memory (default: Spark's 1g)")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--offline", action="store_true", help="the stateful fold's Python work alone, no Spark")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="run on a local standalone cluster of this many one-core workers (0: local[2])")
     parser.add_argument("--child", choices=PATHS, help=argparse.SUPPRESS)
+    parser.add_argument("--master-url", default="", help=argparse.SUPPRESS)
     parser.add_argument("--run-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -424,7 +526,7 @@ def main(argv: list[str]) -> None:
         print(json.dumps(figures), flush=True)
         return
     if args.offline:
-        offline(args.groups, args.partitions)
+        offline(args.groups, args.partitions, args.buckets)
         return
     paths = args.paths.split(",")
     with tempfile.TemporaryDirectory(prefix="state-proto-") as tmp:
@@ -436,12 +538,24 @@ def main(argv: list[str]) -> None:
         print(f"{written:,} records of {args.groups:,} groups x {args.partitions} partitions; paths {paths}, "
               f"{args.repeats} run(s) each in turn, driver memory {args.driver_memory or 'default'}", flush=True)
         results = []
-        for n in range(args.repeats):
-            for path in paths:
-                result = run_child(path, base, args, n)
-                print(json.dumps(result), flush=True)
-                results.append(result)
+        cluster = standalone(base, args.workers) if args.workers else None
+        try:
+            for n in range(args.repeats):
+                for path in paths:
+                    result = run_child(path, base, args, n, cluster)
+                    print(json.dumps(result), flush=True)
+                    results.append(result)
+        finally:
+            if cluster:
+                cluster.stop()
         summary(results, paths)
+
+
+def standalone(base: Path, workers: int) -> Any:
+    """A standalone master and ``workers`` one-core workers on loopback (the fault suite's harness)."""
+    from tests.support.fault_helpers import SparkCluster
+
+    return SparkCluster(base / "cluster", workers=workers, worker_memory="2g").start()
 
 
 if __name__ == "__main__":
