@@ -4,7 +4,8 @@ Layout: ``<path>/run=<run id>/batch=<batch id>.parquet``. A *run* is one Spark c
 life: its id is the id Spark keeps in the checkpoint's ``metadata`` file (the streaming
 query's ``id``, the same across restarts from that checkpoint, new whenever the checkpoint
 is new, including when only ``CHECKPOINT_DIR/spark`` was deleted). So batch ids restarting
-at 0 land in a new directory and files of other runs are never deleted or overwritten.
+at 0 land in a new directory and files of other runs are never overwritten (only the
+retention, below, deletes them).
 Within a run Spark may execute a micro-batch again after a failure; writing the batch's
 events through a temporary file and an atomic rename makes the re-run replace its own
 first attempt instead of duplicating it, and a re-run without events removes that
