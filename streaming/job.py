@@ -59,6 +59,7 @@ from streaming.live.poller import LivePoller
 from streaming.logformat import configure_logging
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
+from streaming.logs.upkeep import EventLogUpkeep
 from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.runtime import register_runtime
 from streaming.metrics.server import MetricsServer
@@ -111,6 +112,8 @@ class Monitor:
                                     tls_key=metrics.tls_key, basic_auth_file=metrics.basic_auth_file,
                                     healthy=self.health.healthy, ready=self.health.ready)
         self.event_log = EventLog(options.driver.event_log_path)
+        # One for the job's life: a query restarted in process keeps its pace.
+        self.event_log_upkeep = EventLogUpkeep(self.event_log, options.driver.event_log_retention_seconds)
         topic = options.source.topic
         self.checkpoint_check = CheckpointCheck(options.driver.checkpoint_dir, lambda: rebuild_limit(
             options.driver.rebuild_after_seconds,
@@ -120,7 +123,8 @@ class Monitor:
         def make_sink(stage: GroupStage, store: StateStore, dead_letters: DeadLetterLog, publish: bool,
                       floor_log: FloorLog) -> BatchSink:
             return BatchSink(options.groups, stage, store, self.publisher, self.event_log, dead_letters,
-                             self.topic_names, publish_restored=publish, floor_log=floor_log)
+                             self.topic_names, publish_restored=publish, floor_log=floor_log,
+                             upkeep=self.event_log_upkeep)
 
         self.runner = QueryRunner(spark, options.driver, options.source, options.kafka,
                                   StageLimits.from_config(options.groups, options.source.dead_letter_max), make_sink,

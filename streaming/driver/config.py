@@ -16,6 +16,8 @@ DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
 # Flags by which an operator has already chosen what the JVM does on OutOfMemoryError.
 OOM_CHOICES = ("ExitOnOutOfMemoryError", "CrashOnOutOfMemoryError")
+# The event log's retention: Kafka's own default (log.retention.hours=168).
+EVENT_LOG_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 
 def driver_java_options(configured: str | None) -> str:
@@ -43,6 +45,10 @@ class DriverConfig(Config):
         "Spark checkpoint (offsets + per-group state); restart resumes from it", type=Path))
     event_log: Path | None = field(default=None, metadata=setting(
         "Parquet rebalance event log (default: CHECKPOINT_DIR/events)", type=Path))
+    event_log_retention_seconds: float = field(default=EVENT_LOG_RETENTION_SECONDS, metadata=setting(
+        "the event log keeps rebalances this long by their record time: about hourly, files all of whose "
+        "events are older are deleted, and each run's batch files are merged into hourly segments (default 7 "
+        "days, Kafka's own log.retention.hours; 0: keep every event)", type=float))
     trigger_seconds: float = field(default=5.0, metadata=setting("micro-batch interval", type=float))
     query_retry_seconds: float = field(default=3600.0, metadata=setting(
         "after the streaming query fails (a batch's read outlasting the source's poll timeout, a failing "
@@ -84,7 +90,8 @@ class DriverConfig(Config):
 
     def problems(self) -> list[str]:
         problems = [*positive(self, "trigger_seconds"),
-                    *not_negative(self, "query_retry_seconds", "ready_max_behind_records", "stall_seconds")]
+                    *not_negative(self, "event_log_retention_seconds", "query_retry_seconds",
+                                 "ready_max_behind_records", "stall_seconds")]
         if self.rebuild_after_seconds is not None and not self.rebuild_after_seconds >= 0:
             problems.append(f"{flag(self, 'rebuild_after_seconds')} must not be negative")
         if not 0 <= self.stop_drain_seconds < STOP_SECONDS:

@@ -26,6 +26,7 @@ from streaming.groups.stage import GroupStage
 from streaming.groups.store import StateStore
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
+from streaming.logs.upkeep import EventLogUpkeep
 from streaming.protocol import BatchInput, BatchReport, BatchResult, GroupChange
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,8 @@ class BatchSink:
     reset). Spark runs the failed batch again, with the same records, and publishes the same counts.
 
     With a ``floor_log`` (the query runner hands it over), each batch's risen floors and data position are
-    written before the batch publishes anything.
+    written before the batch publishes anything. With an ``upkeep``, the event log's retention and compaction
+    run after a batch's events are appended, at the upkeep's pace.
 
     Between batches, :meth:`publish_due` publishes the groups the clock alone turned abandoned (the activity
     clock's thread calls it); one lock keeps it and a batch's fold apart.
@@ -80,7 +82,8 @@ class BatchSink:
 
     def __init__(self, config: GroupsConfig, stage: GroupStage, store: StateStore, publisher: Publisher,
                  event_log: EventLog, dead_letters: DeadLetterLog, topic_names: TopicNames,
-                 publish_restored: bool = True, floor_log: FloorLog | None = None) -> None:
+                 publish_restored: bool = True, floor_log: FloorLog | None = None,
+                 upkeep: EventLogUpkeep | None = None) -> None:
         self.config = config
         self.stage = stage
         self.store = store
@@ -89,6 +92,7 @@ class BatchSink:
         self.dead_letters = dead_letters
         self.topic_names = topic_names
         self.floor_log = floor_log
+        self.upkeep = upkeep
         self.last_report = BatchReport()
         self._last_sweep = time.monotonic()
         self._batches = 0
@@ -135,6 +139,8 @@ class BatchSink:
             result.changed -= expired
         result.events = self.topic_names.resolve(result.events)
         self.event_log.append(batch_id, result.events)
+        if self.upkeep is not None:
+            self.upkeep.after_append(batch_id)
         self.dead_letters.append(batch_id, result.dead_letters)
         self.store.write_delta(batch_id, batch, expired)
         instruments = self.publisher.instruments

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from streaming.decode.source import validate_group_patterns
+from streaming.driver.config import DriverConfig
 from streaming.lag.config import LagConfig
 from streaming.metrics.config import DEFAULT_METRICS_PORT, MetricsConfig
 from streaming.options import SECTIONS, JobOptions, OptionError, build_parser, env_name, parse_args
@@ -62,6 +63,15 @@ def test_options_built_in_code_are_checked_too() -> None:
         LagConfig(poll_seconds=0)
     with pytest.raises(OptionError, match="--lag-granularity"):
         dataclasses.replace(MetricsConfig(), lag_granularity="member")
+
+
+
+def test_the_event_log_retention_is_kafka_s_week_0_keeps_every_event_and_it_is_never_negative() -> None:
+    assert parse_args(["--bootstrap-server", "b"]).driver.event_log_retention_seconds == 168 * 3600
+    environ = {"REBALANCE_MONITOR_EVENT_LOG_RETENTION_SECONDS": "0"}
+    assert parse_args(["--bootstrap-server", "b"], environ=environ).driver.event_log_retention_seconds == 0
+    with pytest.raises(OptionError, match="--event-log-retention-seconds must not be negative"):
+        DriverConfig(event_log_retention_seconds=-1)
 
 
 @pytest.mark.slow

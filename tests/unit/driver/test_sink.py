@@ -16,6 +16,7 @@ from streaming.groups.store import StateStore
 from streaming.lag.tracker import LagTracker
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
+from streaming.logs.upkeep import EventLogUpkeep
 from streaming.protocol import BatchInput
 from tests.support import exposition
 from tests.support.decoder_encoder import encode_key
@@ -39,10 +40,11 @@ def value(sink: BatchSink, name: str, **labels: str) -> float | None:
     return next(iter(found.values())) if found else None
 
 
-def make_sink(tmp_path: Path, config: GroupsConfig | None = None) -> BatchSink:
+def make_sink(tmp_path: Path, config: GroupsConfig | None = None, upkeep: EventLogUpkeep | None = None) -> BatchSink:
     return BatchSink(config or GroupsConfig(), GroupStage(), StateStore(tmp_path / "state"),
-                     build_publishing("c", LagTracker()), EventLog(tmp_path / "events"),
-                     DeadLetterLog(tmp_path / "dead-letters", "__consumer_offsets", 10), TopicNames(dict))
+                     build_publishing("c", LagTracker()), upkeep.event_log if upkeep else EventLog(tmp_path / "events"),
+                     DeadLetterLog(tmp_path / "dead-letters", "__consumer_offsets", 10), TopicNames(dict),
+                     upkeep=upkeep)
 
 
 def test_a_batch_reaches_the_event_log_the_state_and_the_metrics(tmp_path: Path) -> None:
@@ -212,3 +214,33 @@ def test_groups_changed_by_commits_alone_show_what_a_whole_publish_would(tmp_pat
     assert any(name == "kafka_consumergroup_member_churn" for name, _ in shown)
     assert any(name == "kafka_consumergroup_partition_lag" and ("group", "quiet") in labels
                for name, labels in shown)
+
+
+def rebalance(batch_id: int) -> BatchInput:
+    """Batch ``batch_id``: generation ``batch_id + 1`` of group g, one member more than the last."""
+    return batch([generation("g", batch_id + 1, {f"m{i}": {"t": [i]} for i in range(batch_id + 1)})], 10 * batch_id)
+
+
+def test_the_event_log_upkeep_runs_after_the_append_at_its_own_pace(tmp_path: Path) -> None:
+    clock = [0.0]
+    sink = make_sink(tmp_path, upkeep=EventLogUpkeep(EventLog(tmp_path / "events"), 0, monotonic=lambda: clock[0]))
+    for batch_id in range(3):
+        sink.handle(rebalance(batch_id), batch_id)  # the upkeep runs at batch 0 only, with nothing to merge
+    assert sorted(p.name for p in sink.event_log.files()) == ["batch=1.parquet", "batch=2.parquet"]
+    clock[0] += 3600
+    sink.handle(rebalance(3), 3)
+    assert sorted(p.name for p in sink.event_log.files()) == ["batch=1-2.parquet", "batch=3.parquet"]
+    assert [e.new_generation for e in sink.event_log.read()] == [2, 3, 4]
+
+
+def test_a_failing_event_log_upkeep_does_not_fail_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def permission_denied(self: EventLog, appending: int) -> int:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(EventLog, "compact", permission_denied)
+    sink = make_sink(tmp_path, upkeep=EventLogUpkeep(EventLog(tmp_path / "events"), 0, interval_seconds=0))
+    for batch_id in range(3):
+        sink.handle(rebalance(batch_id), batch_id)
+    assert [e.new_generation for e in sink.event_log.read()] == [2, 3]
+    assert value(sink, "kafka_consumergroup_rebalances_total", group="g") == 2
+    assert (tmp_path / "state" / "delta-2").is_dir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -243,3 +244,148 @@ def test_churn_ranks_and_caps():
     events = [event("a", i, T0 + i, joined_clients=(f"c{i}@h",), left_clients=("flappy@h",)) for i in range(15)]
     ranked = churn(events)
     assert ranked[0] == ("flappy@h", 15) and len(ranked) == 10
+
+
+def copies(paths: list[Path], into: Path) -> dict[Path, Path]:
+    """Copies of ``paths`` (mtimes kept), to put back as a crash would have left them."""
+    into.mkdir()
+    kept = {}
+    for path in paths:
+        kept[path] = into / path.name
+        shutil.copy2(path, kept[path])
+    return kept
+
+
+def mixed_log(log_dir: Path) -> EventLog:
+    """A legacy top-level file, an older run, and the current run with a rebalance the older run logged too."""
+    log_dir.mkdir(parents=True)
+    legacy = event("a", 1, T0, causes=(), joined_clients=(), duration_ms=None)
+    pq.write_table(pa.Table.from_pylist([{"run_id": None, "batch_id": 3, **legacy.to_dict()}], schema=EVENT_SCHEMA),
+                   log_dir / "batch=3.parquet")
+    EventLog(log_dir, run_id="older").append(0, [event("a", 2, T0 + 10), event("b", 1, T0 + 15)])
+    log = EventLog(log_dir, run_id="current")
+    log.append(0, [event("a", 1, T0 + 10, new_generation=3, departures=("unknown",)), event("b", 1, T0 + 15)])
+    for batch_id in range(1, 6):
+        log.append(batch_id, [event("a", 2 + batch_id, T0 + 100 * batch_id),
+                              event("c", batch_id, T0 + 100 * batch_id, members_joined=(f"m{batch_id}",))])
+    return log
+
+
+def test_compaction_merges_committed_batches_and_reads_the_same(tmp_path, monkeypatch):
+    log = mixed_log(tmp_path / "events")
+    monkeypatch.setattr("streaming.logs.events.SEGMENT_MAX_PARTS", 2)
+    monkeypatch.setattr("streaming.logs.events._ROW_GROUP_ROWS", 3)  # several row groups in one segment
+    before, before_a, ids = log.read(), log.read("a"), log.batch_ids()
+    assert log.compact(5) == 5  # appending batch 5: batches 0-4 are committed
+    assert sorted(p.name for p in log.run_path.iterdir()) == [
+        "batch=0-1.parquet", "batch=2-3.parquet", "batch=4-4.parquet", "batch=5.parquet"]
+    assert log.read() == before and log.read("a") == before_a
+    assert log.batch_ids() == ids == [0, 1, 2, 3, 4, 5]
+    assert pq.ParquetFile(log.run_path / "batch=0-1.parquet").read().schema.equals(EVENT_SCHEMA)
+    assert log.compact(5) == 0  # nothing new below batch 5
+    out = io.StringIO()
+    assert print_history(log.path, "c", out) == 5
+
+
+def test_compaction_leaves_the_batch_spark_may_run_again(tmp_path):
+    log = EventLog(tmp_path)
+    for batch_id in range(4):
+        log.append(batch_id, [event("a", batch_id + 1, T0 + batch_id)])
+    log.compact(3)
+    assert sorted(p.name for p in log.run_path.iterdir()) == ["batch=0-2.parquet", "batch=3.parquet"]
+    log.append(3, [event("a", 4, T0 + 3, members_joined=("C9",))])  # Spark re-ran batch 3
+    assert [e.members_joined for e in log.read()] == [("C2",)] * 3 + [("C9",)]
+    log.append(3, [])  # ... and found nothing this time
+    assert [e.new_generation for e in log.read()] == [2, 3, 4] and log.batch_ids() == [0, 1, 2]
+
+
+def test_a_crash_between_a_segment_s_rename_and_its_parts_deletion(tmp_path):
+    """The parts are still there beside the segment that holds them: read gives each event once, and
+    the next compaction deletes them (and a dot-file a crash left half-written) without a new segment."""
+    log = mixed_log(tmp_path / "events")
+    before = log.read()
+    parts = sorted(log.run_path.glob("batch=[0-3].parquet"))
+    kept = copies(parts, tmp_path / "copies")
+    log.compact(4)
+    for path, copy in kept.items():
+        shutil.copy2(copy, path)
+    (log.run_path / ".batch=0-3.parquet.7.tmp").write_bytes(b"half")
+    assert len(log.files()) == 1 + 1 + 1 + 4 + 2  # legacy, older run, segment, parts again, batches 4 and 5
+    assert log.read() == before
+    assert log.compact(4) == 0
+    assert sorted(p.name for p in log.run_path.iterdir()) == ["batch=0-3.parquet", "batch=4.parquet",
+                                                              "batch=5.parquet"]
+    assert log.read() == before
+
+
+def test_a_failed_segment_write_keeps_every_batch_file(tmp_path, monkeypatch):
+    log = mixed_log(tmp_path / "events")
+    before, files = log.read(), log.files()
+
+    def full_disk(self, table):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        log.compact(5)
+    monkeypatch.undo()
+    assert log.files() == files and log.read() == before
+    log.compact(5)  # the next compaction clears the half-written segment and writes it
+    assert not [p for p in log.run_path.iterdir() if p.name.startswith(".")]
+    assert log.read() == before
+
+
+def test_a_reader_lists_again_when_a_file_goes_under_it(tmp_path, monkeypatch):
+    log = mixed_log(tmp_path / "events")
+    before = log.read()
+    stale = log.files()
+    log.compact(5)
+    listed = EventLog.files
+    listings = iter([stale])  # listed before the compaction, read after it
+    monkeypatch.setattr(EventLog, "files", lambda self: next(listings, None) or listed(self))
+    assert log.read() == before
+
+
+def newest_ms(path: Path) -> int:
+    return max(pq.ParquetFile(path).read(columns=["event_time_ms"]).column("event_time_ms").to_pylist())
+
+
+def test_retention_deletes_only_files_whose_every_event_is_older(tmp_path):
+    log = mixed_log(tmp_path / "events")  # legacy: T0; older run: T0 + 15; current: T0 + 15, then T0 + 100 * batch
+    (log.path / "run=older" / ".batch=1.parquet.9.tmp").write_bytes(b"crash")
+    os.utime(log.path / "run=older" / ".batch=1.parquet.9.tmp", ns=(0, 0))
+    log.compact(3)  # current: batch=0-2 (newest T0 + 200), batch 3, 4, 5
+    cutoff = T0 + 300
+    survivors = [p for p in log.files() if newest_ms(p) >= cutoff]
+    assert log.expire(cutoff) == 3  # legacy, older run's batch 0, current batch=0-2
+    assert log.files() == survivors
+    assert [p.name for p in survivors] == ["batch=3.parquet", "batch=4.parquet", "batch=5.parquet"]
+    assert log.runs() == ["current"]  # the older run's directory was left empty
+    assert all(e.event_time_ms >= cutoff for e in log.read())
+
+
+def test_retention_keeps_a_file_with_one_event_inside_it(tmp_path):
+    log = EventLog(tmp_path)
+    log.append(0, [event("a", 1, T0), event("a", 2, T0 + 1000)])
+    assert log.expire(T0 + 1000) == 0
+    assert len(log.read()) == 2
+    assert log.expire(T0 + 1001) == 1 and log.read() == []
+    assert log.run_path.is_dir()  # the current run's directory stays
+
+
+def test_retention_keeps_a_file_it_cannot_read(tmp_path, caplog):
+    log = EventLog(tmp_path)
+    log.run_path.mkdir()
+    (log.run_path / "batch=0.parquet").write_bytes(b"not parquet")
+    assert log.expire(T0) == 0
+    assert (log.run_path / "batch=0.parquet").exists() and "kept" in caplog.text
+
+
+def test_retention_reads_the_column_when_a_file_has_no_statistics(tmp_path):
+    log = EventLog(tmp_path)
+    rows = [{"run_id": "default", "batch_id": 0, **event("a", 1, T0).to_dict()}]
+    log.run_path.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), log.run_path / "batch=0.parquet",
+                   write_statistics=False)
+    assert log.expire(T0) == 0
+    assert log.expire(T0 + 1) == 1
