@@ -23,9 +23,10 @@ record counts (the decode stage's, unchanged by where the fold runs).
 from __future__ import annotations
 
 import pickle
+import time
 import zlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pandas as pd
@@ -106,8 +107,9 @@ def groups_of(table: pa.Table) -> list[str]:
     return pc.unique(table.column("group")).to_pylist()
 
 
-def processor(buckets: int) -> Any:
-    """The processor (a class made here: pyspark's streaming module is imported only where it runs)."""
+def processor(buckets: int, clock: Callable[[], float] = time.time) -> Any:
+    """The processor (a class made here: pyspark's streaming module is imported only where it runs); ``clock``
+    (seconds) dates its summaries."""
     from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
     class RealFold(StatefulProcessor):
@@ -126,7 +128,10 @@ def processor(buckets: int) -> Any:
                     value = self.groups.getValue((state_key,))
                     state[state_key] = pickle.loads(value[0]) if value else {}
                 state[state_key].setdefault(group, (None, None, None, None))
-            changes, touched = fold_rows(table, state, timerValues.getCurrentProcessingTimeInMs())
+            # The executor's clock, as the driver fold reads the driver's: the processing-time mode would give
+            # every key one batch time, but it also makes every trigger run a batch (timers may be due), so
+            # processAllAvailable never returns and an idle query never idles.
+            changes, touched = fold_rows(table, state, int(clock() * 1000))
             for state_key in touched:
                 if state[state_key]:
                     self.groups.updateValue((state_key,), (pickle.dumps(state[state_key], pickle.HIGHEST_PROTOCOL),))

@@ -352,7 +352,7 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
 
         sink = state_store_fold.ChangesSink(publishing(), EventLog(workdir / "events"))
         output = state_store_fold.folded_input(decoded).transformWithStateInPandas(
-            state_store_fold.processor(args.buckets), state_store_fold.CHANGE_SCHEMA, "Update", "ProcessingTime")
+            state_store_fold.processor(args.buckets), state_store_fold.CHANGE_SCHEMA, "Update", "None")
     else:
         sink = Collected()
         by_group, by_partition = stateful_processors()
@@ -423,9 +423,8 @@ def offline_fold(batch: Any, groups: int, buckets: int) -> None:
     table = pa.concat_tables([batch.commits, batch.group_records])
     keys = pc.unique(table.column("kafka_partition")).to_pylist()
     frames = {key: table.filter(pc.equal(table.column("kafka_partition"), key)).to_pandas() for key in keys}
-    tester = TwsTester(processor(buckets), timeMode="ProcessingTime", outputMode="Update")
+    tester = TwsTester(processor(buckets), outputMode="Update")
     for label in ("from empty state", "on the state of the first"):
-        tester.setProcessingTime(int(time.time() * 1000))
         started = time.perf_counter()
         changed = sum(len(tester.testInPandas(key, frame)) for key, frame in frames.items())
         took = time.perf_counter() - started
@@ -451,19 +450,21 @@ def run_child(label: str, base: Path, args: argparse.Namespace, n: int, cluster:
                str(run_dir), *sys.argv[1:], *(["--driver-memory", memory] if memory else []),
                *(["--buckets", buckets] if buckets else []), *(["--master-url", cluster.url] if cluster else [])]
     workers = WorkerSampler(cluster) if cluster else None
+    log = run_dir / "child.log"
     try:
         if workers:
             workers.start()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+        with log.open("w") as stderr:
+            done = subprocess.run(command, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
-        return {"path": label, "failed": "timeout", "errors": [f"not done after {args.timeout:.0f} s"]}
+        return {"path": label, "failed": "timeout",
+                "errors": [f"not done after {args.timeout:.0f} s", *log.read_text().splitlines()[-12:]]}
     finally:
         if workers:
             workers.stop()
-    (run_dir / "child.log").write_text(done.stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
-        errors = [line for line in done.stderr.splitlines() if "Error" in line or line.startswith("  File ")]
+        errors = [line for line in log.read_text().splitlines() if "Error" in line or line.startswith("  File ")]
         return {"path": label, "failed": done.returncode, "errors": errors[:12]}
     return {**json.loads(lines[-1]), "path": label, **(workers.figures() if workers else {})}
 

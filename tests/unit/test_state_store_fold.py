@@ -60,14 +60,14 @@ def through_processor(tester: TwsTester, batch) -> tuple[dict[str, GroupChange],
 def test_the_state_store_fold_hands_over_the_driver_folds_changes_events_and_removals_batch_after_batch(
         buckets: int) -> None:
     stage = GroupStage()
-    tester = TwsTester(processor(buckets), timeMode="ProcessingTime", outputMode="Update")
+    now_ms = T0
+    tester = TwsTester(processor(buckets, clock=lambda: now_ms / 1000), outputMode="Update")
     seen_events = 0
     for n, records in enumerate(batches()):
         batch = decoded_records(records)
         now_ms = T0 + 60_000 * (n + 1)
         result = stage.apply(batch)
         want = {change.group: change for change in stage.changes(result, now_ms)}
-        tester.setProcessingTime(now_ms)
         changes, events, removed = through_processor(tester, decoded_records(records))
         assert changes == want
         assert sorted(events, key=repr) == sorted(result.events, key=repr)
