@@ -275,35 +275,49 @@ def tree_bytes(directory: Path) -> int:
     return total
 
 
+def own_cpu_seconds(pid: int) -> float:
+    """User + system seconds of the process alone (its reaped children's are kept as they were last seen)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class WorkerSampler(threading.Thread):
     """Each worker's share, every second while a child runs on the standalone cluster: peak RSS of what runs
-    under the worker daemon (its executor and Python workers, not the daemon) and peak bytes of the RocksDB
-    instances in its local directory."""
+    under the worker daemon (its executor and Python workers, not the daemon), their CPU seconds (as last
+    seen: a process gone between two samples loses its last second) and peak bytes of the state store's
+    RocksDB instances in the worker's local directory (``StateStoreId(...)`` directories)."""
 
     def __init__(self, cluster: Any) -> None:
         super().__init__(daemon=True)
         self.cluster = cluster
         self.rss: dict[str, int] = defaultdict(int)
         self.state: dict[str, int] = defaultdict(int)
+        self.cpu: dict[str, dict[int, float]] = defaultdict(dict)
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.wait(1.0):
             for name, process in self.cluster.processes.items():
-                if not name.startswith("worker"):
-                    continue
-                under = sum(rss_bytes(pid) for pid in descendants(process.pid) if pid != process.pid)
-                rocks = sum(tree_bytes(d) for d in self.cluster.local_dir(name).rglob("*")
-                            if d.is_dir() and "rocksdb" in d.name.lower())
-                self.rss[name] = max(self.rss[name], under)
-                self.state[name] = max(self.state[name], rocks)
+                if name.startswith("worker"):
+                    self._sample(name, [pid for pid in descendants(process.pid) if pid != process.pid])
+
+    def _sample(self, name: str, pids: list[int]) -> None:
+        self.rss[name] = max(self.rss[name], sum(rss_bytes(pid) for pid in pids))
+        for pid in pids:
+            self.cpu[name][pid] = own_cpu_seconds(pid) or self.cpu[name].get(pid, 0.0)
+        stores = [d for d in self.cluster.local_dir(name).rglob("StateStoreId*") if d.is_dir()]
+        self.state[name] = max(self.state[name], sum(tree_bytes(d) for d in stores))
 
     def stop(self) -> None:
         self._done.set()
         self.join(5)
 
     def figures(self) -> dict[str, Any]:
-        return {"worker_peak_rss": dict(self.rss), "worker_peak_rocksdb_bytes": dict(self.state)}
+        return {"worker_peak_rss": dict(self.rss), "worker_peak_rocksdb_bytes": dict(self.state),
+                "worker_cpu_s": {name: sum(cpu.values()) for name, cpu in self.cpu.items()}}
 
 
 class Collected:
