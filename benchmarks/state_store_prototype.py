@@ -425,6 +425,40 @@ def offline(groups: int, partitions: int, buckets: int) -> None:
         print(f"offline, keyed by {key}: {took:.1f} s for {groups:,} groups, {took / groups * 1e6:.0f} us a group "
               f"(fold and change rows, one interpreter, no state store)", flush=True)
     offline_fold(batch, groups, buckets)
+    driver_kept(batch, groups)
+
+
+def driver_kept(batch: Any, groups: int) -> None:
+    """Bytes a group the driver keeps on each path (tracemalloc): the group stage and the publisher on the
+    driver fold; on the fold path only the publisher, fed changes that came pickled from the executors."""
+    import pickle
+
+    from benchmarks.driver_memory import retained
+    from streaming.groups.stage import GroupStage
+
+    def driver_fold() -> tuple[Any, Any]:
+        stage, publisher = GroupStage(), publishing()
+        changes = stage.changes(stage.apply(batch), int(time.time() * 1000))
+        with publisher.batch():
+            for change in changes:
+                publisher.apply(change)
+        return stage, publisher
+
+    stage = GroupStage()
+    received = [pickle.dumps(change) for change in stage.changes(stage.apply(batch), int(time.time() * 1000))]
+    del stage
+
+    def fold_path() -> Any:
+        publisher = publishing()
+        with publisher.batch():
+            for change in received:
+                publisher.apply(pickle.loads(change))
+        return publisher
+
+    whole, _ = retained(driver_fold)
+    served, _ = retained(fold_path)
+    print(f"driver keeps: {whole / groups:,.0f} bytes a group folding on the driver, {served / groups:,.0f} on the "
+          f"fold path (the publisher alone: the rendered series and lag's copy of the offsets)", flush=True)
 
 
 def offline_fold(batch: Any, groups: int, buckets: int) -> None:
