@@ -20,6 +20,7 @@ from typing import Any
 
 from streaming.cluster.metadata import TopicNames
 from streaming.driver.floor_log import FloorLog
+from streaming.driver.malloc import release_free_memory
 from streaming.driver.publish import Publisher
 from streaming.groups.config import GroupsConfig
 from streaming.groups.stage import GroupStage
@@ -51,7 +52,8 @@ def young_garbage_only(full: bool = False) -> Iterator[None]:
     reference cycles); a full collection scans all of it, and allocating a batch's worth of
     objects set one off again and again (more than half of a 100,000-group batch). Objects
     that survive a batch are frozen (``gc.freeze``): never scanned again, still freed by
-    reference counting when the state replaces them.
+    reference counting when the state replaces them. After a full collection, what the C allocator
+    holds free goes back to the system (:mod:`streaming.driver.malloc`).
     """
     gc.disable()
     try:
@@ -62,6 +64,8 @@ def young_garbage_only(full: bool = False) -> Iterator[None]:
         gc.collect()
         gc.freeze()
         gc.enable()
+        if full:
+            release_free_memory()
 
 
 class BatchSink:
