@@ -326,6 +326,14 @@ def compare_groups(monitor: Monitor, admin: Admin, stop: threading.Event, load: 
           f"{len(held_groups)}; "
           f"held and not listed: {len(held_groups - cluster)} {sorted(held_groups - cluster)[:10]}; "
           f"listed and not held: {len(cluster - held_groups)} {sorted(cluster - held_groups)[:10]}", flush=True)
+    missing = sorted(cluster - held_groups)[:10]
+    described = admin.client.describe_groups(missing) if missing else {}
+    for group in missing:
+        offsets = admin.group_offsets(group)
+        answer = described.get(group) or {}
+        print(f"  {group}: {answer.get('group_state') or answer.get('state')}, "
+              f"{len(answer.get('members') or ())} member(s), committed offsets on "
+              f"{sorted({topic for topic, _ in offsets})} ({len(offsets)} partitions)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
