@@ -326,14 +326,26 @@ def compare_groups(monitor: Monitor, admin: Admin, stop: threading.Event, load: 
           f"{len(held_groups)}; "
           f"held and not listed: {len(held_groups - cluster)} {sorted(held_groups - cluster)[:10]}; "
           f"listed and not held: {len(cluster - held_groups)} {sorted(cluster - held_groups)[:10]}", flush=True)
-    missing = sorted(cluster - held_groups)[:10]
+    missing = sorted(cluster - held_groups)
     described = admin.client.describe_groups(missing) if missing else {}
+    leftovers, unexplained = [], []
     for group in missing:
         offsets = admin.group_offsets(group)
         answer = described.get(group) or {}
-        print(f"  {group}: {answer.get('group_state') or answer.get('state')}, "
-              f"{len(answer.get('members') or ())} member(s), committed offsets on "
-              f"{sorted({topic for topic, _ in offsets})} ({len(offsets)} partitions)", flush=True)
+        state, members = answer.get("group_state") or answer.get("state"), len(answer.get("members") or ())
+        # A topic deleted under a group deletes its offsets (tombstones the job folds: it forgets a group
+        # with neither offsets nor metadata), but the coordinator lists the empty group until its next
+        # offsets-retention check (offsets.retention.check.interval.ms, 10 minutes by default).
+        if state == "Empty" and not members and not offsets:
+            leftovers.append(group)
+        else:
+            unexplained.append(f"{group}: {state}, {members} member(s), committed offsets on "
+                               f"{sorted({topic for topic, _ in offsets})} ({len(offsets)} partitions)")
+    print(f"Of those, Empty with no member and no committed offset (the coordinator removes them at its next "
+          f"offsets-retention check): {len(leftovers)} {leftovers[:10]}; unexplained: {len(unexplained)}",
+          flush=True)
+    for described_group in unexplained[:10]:
+        print(f"  {described_group}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
