@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks import cold_start
 from benchmarks.fresh_job import Run, child_pids, rss_bytes, run_fresh
-from benchmarks.synthetic import W1, W1_5M, W2, Workload, backlog, group_metadata, produce
+from benchmarks.synthetic import W1, W2, WORKLOADS, Workload, backlog, group_metadata, produce
 from decoders import coordinator_partition, decode
 from streaming.decode.source import FETCH_OPTIONS
 from streaming.job import Monitor, spark_session
@@ -36,8 +36,6 @@ from streaming.options import parse_args
 from testbed.broker import LocalKafka, run_kafka_tool
 from testbed.workload import Admin
 from tests.support.decoder_encoder import encode_key
-
-WORKLOADS = {"w1": W1, "w1-5m": W1_5M, "w2": W2}
 
 
 @dataclass
@@ -261,7 +259,7 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
     if ceiling:
         report.add(Figure(f"fresh-{name} baseline: Kafka ConsumerPerformance reads the topic", sent / ceiling, "s",
                           baseline=f"{ceiling:,.0f} rec/s"))
-    granularity = "topic" if workload is W2 else "partition"
+    granularity = "partition" if workload.partitions > 10 else "topic"  # W1 by partition, the many-group ones by topic
     runs: dict[str, list[Run]] = {variant: [] for variant in variants}
     for i in range(repeats):  # the variants alternate, so the machine's drift falls on each alike
         for v, variant in enumerate(variants):
@@ -306,16 +304,19 @@ def run_cold(report: Report, broker: LocalKafka, workdir: Path, repeats: int, km
 
 def _report_fresh(report: Report, label: str, workload: Workload, runs: list[Run], sent: int,
                   ceiling: float | None) -> None:
-    target_s, target_gib = (30.0, 2.0) if workload is W2 else (10.0, 1.25)
+    target_s, target_gib = {id(W1): (10.0, 1.25), id(W2): (30.0, 2.0)}.get(id(workload), (None, None))
     seconds = statistics.median(r.seconds for r in runs)
-    report.add(Figure(f"{label}: process start to every record and group shown", seconds, "s", f"≤ {target_s:.0f} s",
+    report.add(Figure(f"{label}: process start to every record and group shown", seconds, "s",
+                      f"≤ {target_s:.0f} s" if target_s else "",
                       "runs " + ", ".join(f"{r.seconds:.1f}" for r in runs)
                       + (f"; {seconds / (sent / ceiling):.1f}x Kafka's consumer" if ceiling else ""),
-                      seconds <= target_s))
+                      seconds <= target_s if target_s else None))
     report.add(Figure(f"{label}: first /metrics with a group", statistics.median(r.first_answer for r in runs), "s"))
     peak = statistics.median(r.peak_rss for r in runs) / 2**30
-    report.add(Figure(f"{label}: peak RSS of the process tree", peak, "GiB", f"≤ {target_gib} GiB",
-                      "runs " + ", ".join(f"{r.peak_rss / 2**30:.2f}" for r in runs), met=peak <= target_gib))
+    report.add(Figure(f"{label}: peak RSS of the process tree", peak, "GiB",
+                      f"≤ {target_gib} GiB" if target_gib else "",
+                      "runs " + ", ".join(f"{r.peak_rss / 2**30:.2f}" for r in runs),
+                      met=peak <= target_gib if target_gib else None))
     report.add(Figure(f"{label}: CPU seconds of the process tree", statistics.median(r.cpu_seconds for r in runs),
                       "s"))
     report.add(Figure(f"{label}: /metrics scrape", statistics.median(r.scrape_seconds for r in runs), "s",
@@ -417,7 +418,8 @@ def probe_latency(monitor: Monitor, bootstrap: str, topic: str, probes: int, sec
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workloads", default="cold,w1,w1-5m,w2,steady,fresh-w1,fresh-w2",
-                        help="cold, fresh-w1 and fresh-w2 run the job as its own process, timed from process start")
+                        help="cold and fresh-* run the job as its own process, timed from process start; fresh-w3 "
+                             "(300,000 groups, not in the default) is W2 three times over")
     parser.add_argument("--kminion", type=Path,
                         help="a kminion binary, run beside the cold start (docs/benchmarks.md says how to build it)")
     parser.add_argument("--fresh-repeats", type=int, default=3)

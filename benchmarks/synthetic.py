@@ -41,6 +41,8 @@ class Workload:
 W1 = Workload(groups=1000, partitions=50, records=1_000_000, generation_every=500)
 W1_5M = Workload(groups=1000, partitions=50, records=5_000_000, generation_every=500)
 W2 = Workload(groups=100_000, partitions=10, records=1_100_000, generation_every=0)
+W3 = Workload(groups=300_000, partitions=10, records=3_300_000, generation_every=0)  # W2 three times over
+WORKLOADS = {"w1": W1, "w1-5m": W1_5M, "w2": W2, "w3": W3}
 
 
 def group_metadata(workload: Workload, i: int, generation: int, now_ms: int) -> bytes:
@@ -146,13 +148,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--bootstrap-server", required=True)
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--workload", choices=["w1", "w1-5m", "w2"], default="w1")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="w1")
     parser.add_argument("--records", type=int, default=None, help="override the workload's record count")
     parser.add_argument("--rate", type=float, default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--first-commit", type=int, default=0, help="continue a backlog of this many commits per group")
     args = parser.parse_args(argv)
-    workload = {"w1": W1, "w1-5m": W1_5M, "w2": W2}[args.workload]
+    workload = WORKLOADS[args.workload]
     if args.records is not None:
         workload = Workload(workload.groups, workload.partitions, args.records, workload.generation_every)
     sent = produce(args.bootstrap_server, args.topic, backlog(workload, int(time.time() * 1000), args.first_commit),
