@@ -72,6 +72,26 @@ def retained(build: Callable[[], object]) -> tuple[int, object]:
     return size, kept
 
 
+def retained_by_site(build: Callable[[], object], frames: int = 6) -> tuple[dict[str, int], object]:
+    """Bytes ``build()``'s result holds by where they were allocated: the innermost frame in the project
+    (``streaming/``) of each allocation's traceback, else its innermost frame."""
+    gc.collect()
+    tracemalloc.start(frames)
+    before = tracemalloc.take_snapshot()
+    kept = build()
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    sites: dict[str, int] = {}
+    for stat in after.compare_to(before, "traceback"):
+        ours = [frame for frame in stat.traceback if "/streaming/" in frame.filename]
+        frame = (ours or list(stat.traceback))[-1]
+        name = frame.filename.rsplit("/streaming/", 1)[-1] if ours else frame.filename.rsplit("/", 1)[-1]
+        site = f"{name}:{frame.lineno}"
+        sites[site] = sites.get(site, 0) + stat.size_diff
+    return sites, kept
+
+
 def offsets_per_partition(groups: int, partitions: int) -> tuple[float, float]:
     """Bytes per committed partition: (columnar store, dict of tuples), the same offsets."""
     def columnar() -> object:

@@ -5,8 +5,8 @@ writes a W2-shaped backlog (``benchmarks.synthetic``'s generator, N groups x 10 
 group record and one commit per partition) as Parquet files with the columns Spark's Kafka source
 gives (one file per offsets-topic partition, in offset order), then runs each path in its own fresh
 process, in turn, ``R`` times: one Spark session (local[2]) whose stream reads those files through
-the job's own decode stage (``make_decoder`` in ``mapInArrow``, coalesced to the cores, as the
-job does), then
+the job's own decode stage (``make_decoder`` in ``mapInArrow``, coalesced to the cores as the job
+does for a small batch, or with ``--decode-tasks files`` a task per file as it does for a first batch), then
 
 * ``driver``: today's fold, the project's ``BatchSink`` in ``foreachBatch`` (group stage, state
   delta, publishing at topic granularity), as ``benchmarks/driver_fold.py`` builds it;
@@ -346,6 +346,8 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
             "--spark-conf", f"spark.sql.streaming.stateStore.providerClass={ROCKSDB}"]
     if args.driver_memory:
         conf += ["--spark-conf", f"spark.driver.memory={args.driver_memory}"]
+    if args.decode_tasks == "files":  # the file source packs small files into a split up to 128 MiB: one each
+        conf += ["--spark-conf", "spark.sql.files.openCostInBytes=134217728"]
     if args.master_url:
         conf += ["--spark-conf", "spark.executor.cores=1", "--spark-conf", "spark.executor.memory=1g"]
     spark = spark_session(parse_args(["--bootstrap-server", "unused:9092", "--master", args.master_url or "local[2]",
@@ -355,8 +357,10 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
         while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < args.workers + 1:
             time.sleep(0.2)
     raw = spark.readStream.schema(from_arrow_schema(RAW_SCHEMA)).parquet(str(input_dir))
-    decoded = raw.coalesce(spark.sparkContext.defaultParallelism).mapInArrow(
-        make_decoder(1000), from_arrow_schema(STAGE_SCHEMA))
+    # "cores": every batch decoded in as many tasks as cores; "files": a task per input file, as the job decodes a
+    # first batch (a task per offsets-topic partition, each result a share of the batch), and every later one.
+    spread = raw if args.decode_tasks == "files" else raw.coalesce(spark.sparkContext.defaultParallelism)
+    decoded = spread.mapInArrow(make_decoder(1000), from_arrow_schema(STAGE_SCHEMA))
     if path == "driver":
         sink: Any = driver_sink(workdir)
         output = decoded
@@ -433,7 +437,7 @@ def driver_kept(batch: Any, groups: int) -> None:
     driver fold; on the fold path only the publisher, fed changes that came pickled from the executors."""
     import pickle
 
-    from benchmarks.driver_memory import retained
+    from benchmarks.driver_memory import retained, retained_by_site
     from streaming.groups.stage import GroupStage
 
     def driver_fold() -> tuple[Any, Any]:
@@ -459,6 +463,11 @@ def driver_kept(batch: Any, groups: int) -> None:
     served, _ = retained(fold_path)
     print(f"driver keeps: {whole / groups:,.0f} bytes a group folding on the driver, {served / groups:,.0f} on the "
           f"fold path (the publisher alone: the rendered series and lag's copy of the offsets)", flush=True)
+    sites, _ = retained_by_site(fold_path)
+    print("the publisher's bytes a group by where they were allocated (unpickled: the change's own objects it "
+          "keeps):", flush=True)
+    for site, size in sorted(sites.items(), key=lambda item: -item[1])[:12]:
+        print(f"  {size / groups:7,.0f}  {site}", flush=True)
 
 
 def offline_fold(batch: Any, groups: int, buckets: int) -> None:
@@ -561,6 +570,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--buckets", type=int, default=0,
                         help="fold path: groups share this many state values a partition (0: one a group)")
     parser.add_argument("--shuffle-partitions", type=int, default=2, help="state store partitions (the cores)")
+    parser.add_argument("--decode-tasks", choices=("cores", "files"), default="cores",
+                        help="decode every batch in a task per core, or in a task per input file (an offsets-topic "
+                             "partition's: what the job does for a first batch; a trickle batch then pays 50 tasks)")
     parser.add_argument("--driver-memory", default="", help="spark.driver.memory (default: Spark's 1g)")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--offline", action="store_true", help="the stateful fold's Python work alone, no Spark")
