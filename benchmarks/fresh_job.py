@@ -80,6 +80,8 @@ class Run:
     scrape_bytes: int = 0
     # At the peak: the Python driver, Spark's JVM and the Python workers (and whatever they started).
     peak_by_kind: dict[str, int] = field(default_factory=dict)
+    # At the last sample, after the final scrape: what stays resident once the backlog is folded.
+    end_by_kind: dict[str, int] = field(default_factory=dict)
     batches: list[str] = field(default_factory=list)
 
 
@@ -124,6 +126,7 @@ def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Ca
                 by_kind[kind] = by_kind.get(kind, 0) + rss_bytes(pid)
             if sum(by_kind.values()) > run.peak_rss:
                 run.peak_rss, run.peak_by_kind = sum(by_kind.values()), by_kind
+            run.end_by_kind = by_kind
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

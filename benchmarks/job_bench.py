@@ -272,7 +272,9 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
             print(f"  run {i + 1}{f' [{variant}]' if variant else ''}: {run.seconds:.1f}s, first answer "
                   f"{run.first_answer:.1f}s, peak RSS {run.peak_rss / 2**30:.2f} GiB ("
                   + ", ".join(f"{kind} {size / 2**30:.2f}" for kind, size in sorted(run.peak_by_kind.items()))
-                  + f"), {run.cpu_seconds:.0f} CPU-s" + "".join(f"\n    {line}" for line in run.batches[:1]),
+                  + f"), {run.cpu_seconds:.0f} CPU-s; RSS at the end "
+                  + ", ".join(f"{kind} {size / 2**30:.2f}" for kind, size in sorted(run.end_by_kind.items()))
+                  + "".join(f"\n    {line}" for line in run.batches[:1]),
                   flush=True)
     for variant, variant_runs in runs.items():
         _report_fresh(report, f"fresh-{name} job ({granularity}{f', {variant}' if variant else ''}, median of "

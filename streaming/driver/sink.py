@@ -41,6 +41,9 @@ FULL_COLLECTION_BATCHES = 100
 # A batch slower than this is logged with where its time went (a whole test run once saw one
 # batch take over 20 s where the same batch alone takes under one).
 SLOW_BATCH_S = 10.0
+# After a batch whose collected table was at least this large, the allocators' free memory goes back to the
+# system once the batch is dropped (a backlog's first batch: see streaming.driver.malloc).
+RELEASE_AFTER_BYTES = 64 << 20
 
 
 @contextlib.contextmanager
@@ -52,8 +55,7 @@ def young_garbage_only(full: bool = False) -> Iterator[None]:
     reference cycles); a full collection scans all of it, and allocating a batch's worth of
     objects set one off again and again (more than half of a 100,000-group batch). Objects
     that survive a batch are frozen (``gc.freeze``): never scanned again, still freed by
-    reference counting when the state replaces them. After a full collection, what the C allocator
-    holds free goes back to the system (:mod:`streaming.driver.malloc`).
+    reference counting when the state replaces them.
     """
     gc.disable()
     try:
@@ -64,8 +66,6 @@ def young_garbage_only(full: bool = False) -> Iterator[None]:
         gc.collect()
         gc.freeze()
         gc.enable()
-        if full:
-            release_free_memory()
 
 
 class BatchSink:
@@ -109,7 +109,10 @@ class BatchSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        batch = BatchInput.from_arrow(df.toArrow())
+        table = df.toArrow()
+        collected_bytes = table.nbytes
+        batch = BatchInput.from_arrow(table)
+        del table
         collected = time.monotonic()
         self._batches += 1
         full = self._batches % FULL_COLLECTION_BATCHES == 0
@@ -125,6 +128,9 @@ class BatchSink:
                         "garbage collection %.1f s (%s)", batch_id, done - started, collected - started,
                         sum(batch.records.values()), handled - collected, groups, done - handled,
                         "full" if full else "young only")
+        del batch
+        if full or collected_bytes >= RELEASE_AFTER_BYTES:  # what the allocators keep free goes back
+            release_free_memory()
 
     def handle(self, batch: BatchInput, batch_id: int) -> BatchResult:
         """Fold one batch and publish it (apart from Spark, so tests can drive it with Arrow tables)."""

@@ -1,13 +1,17 @@
-"""Free memory the C allocator keeps goes back to the system after a full collection of the driver's garbage."""
+"""Free memory the allocators keep goes back to the system after a full collection or a large batch."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from streaming.driver import malloc, sink
-from streaming.driver.sink import young_garbage_only
+from tests.support.stage_records import commit, kafka_batch
+from tests.unit.decode.test_stage import run_task
+from tests.unit.driver.test_sink import make_sink
 
 MIB = 1 << 20
 
@@ -30,12 +34,29 @@ def test_memory_freed_below_a_live_buffer_is_resident_until_released() -> None:
     assert len(top) == 100_000
 
 
-def test_only_a_full_collection_releases_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[bool] = []
-    monkeypatch.setattr(sink, "release_free_memory", lambda: calls.append(True) or True)
-    with young_garbage_only():
-        pass
-    assert calls == []
-    with young_garbage_only(full=True):
-        pass
-    assert calls == [True]
+class FreshFrame:
+    """What foreachBatch hands the sink, as far as the sink uses it: a new table at each collect, as Spark's."""
+
+    def toArrow(self) -> pa.Table:  # PySpark's name
+        return run_task(kafka_batch([commit("g", "t", p, 10 + p) for p in range(50)], first_offset=0,
+                                    time_ms=1_700_000_000_000))
+
+
+def test_a_large_batch_and_a_full_collection_release_free_memory_once_the_batch_is_dropped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    live_at_release: list[int] = []
+    monkeypatch.setattr(sink, "release_free_memory", lambda: live_at_release.append(pa.total_allocated_bytes()) or True)
+    batch_sink, frame = make_sink(tmp_path), FreshFrame()
+    size = frame.toArrow().nbytes
+    monkeypatch.setattr(sink, "RELEASE_AFTER_BYTES", size + 1)
+    batch_sink(frame, 0)
+    assert live_at_release == []  # a small batch, no full collection: nothing to give back
+    monkeypatch.setattr(sink, "RELEASE_AFTER_BYTES", size)
+    before = pa.total_allocated_bytes()
+    batch_sink(frame, 1)
+    assert len(live_at_release) == 1
+    assert live_at_release[0] <= before  # the batch's buffers were freed first: they are what is given back
+    monkeypatch.setattr(sink, "RELEASE_AFTER_BYTES", size + 1)
+    monkeypatch.setattr(sink, "FULL_COLLECTION_BATCHES", batch_sink._batches + 1)
+    batch_sink(frame, 2)
+    assert len(live_at_release) == 2  # the full collection's
