@@ -48,10 +48,10 @@ BEHIND_SECONDS = 300  # ConsumerGroupLagSecondsHigh's warning threshold
 STUCK_SECONDS = 120  # GroupRebalanceStuck's bound when half the group's rebalance timeout is longer
 PER_PARTITION = "Per partition: empty at --lag-granularity topic (only the group and topic aggregates exist there)."
 
-# Kafka's state names, classic and KIP-848, in the order the state panels draw them.
+# Kafka's state names, classic, KIP-848 and streams, in the order the state panels draw them.
 STATES = [("Empty", "text"), ("Stable", "green"), ("PreparingRebalance", "orange"),
           ("CompletingRebalance", "orange"), ("Assigning", "yellow"), ("Reconciling", "orange"),
-          ("Dead", "red")]
+          ("NotReady", "purple"), ("Dead", "red")]
 
 
 def state_index(selector: str) -> str:

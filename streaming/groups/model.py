@@ -444,7 +444,8 @@ class OtherMember:
     ``assigned`` counts what the member holds now (current assignment record): share
     groups, partitions (several members may share one); streams groups, active tasks
     (one per input partition of a subtopology). ``member_epoch`` / ``state`` are the
-    current assignment's (state: Kafka's member state number, 0 = stable). ``partitions``:
+    current assignment's (state: Kafka's member state number; which one is stable differs by
+    protocol, see :mod:`streaming.groups.share_streams`). ``partitions``:
     share groups, the partitions held by topic id, so a partition several members share
     counts once in the group's total (empty for streams groups).
     """
@@ -471,13 +472,18 @@ class OtherGroupState:
 
     Both follow KIP-848's layout (group epoch, target assignment epoch, per-member
     metadata, target and current assignment records), so the state label is derived the
-    same way; no rebalance events are made for them.
+    same way; no rebalance events are made for them. Streams groups add a topology, which
+    Kafka must validate against the cluster's topics before it assigns any task:
+    ``topology_epoch`` (its record, type 23) and ``validated_topology_epoch`` (the group
+    metadata's; None where the layout has no such field, so readiness is unknown).
     """
 
     group_type: str
     group_epoch: int | None = None
     assignment_epoch: int | None = None
     members: dict[str, OtherMember] = field(default_factory=dict)
+    topology_epoch: int | None = None
+    validated_topology_epoch: int | None = None
 
     def member(self, member_id: str) -> OtherMember:
         found = self.members.get(member_id)
@@ -488,4 +494,5 @@ class OtherGroupState:
 
 def _other_from_dict(d: Mapping[str, Any]) -> OtherGroupState:
     members = {k: OtherMember(**m) for k, m in d["members"].items()}
-    return OtherGroupState(d["group_type"], d["group_epoch"], d["assignment_epoch"], members)
+    return OtherGroupState(d["group_type"], d["group_epoch"], d["assignment_epoch"], members,
+                           d.get("topology_epoch"), d.get("validated_topology_epoch"))

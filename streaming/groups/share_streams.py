@@ -7,8 +7,14 @@ topology records. Deleting a member writes its tombstones (current, target, meta
 deleting the group ends with the group-epoch tombstone. This fold keeps what those
 records say: the group's true type, its epochs, its members with client id, host, member
 epoch, state and how much each holds (share: partitions, which members may share;
-streams: active tasks). No rebalance events are made for them; their group-epoch steps
-count in ``generations_advanced_total`` like any group's.
+streams: active tasks), and a streams group's topology epoch beside the one Kafka last
+validated. No rebalance events are made for them; their group-epoch steps count in
+``generations_advanced_total`` like any group's.
+
+Kafka numbers a streams member's states from 1 (``STABLE`` = 1, ``UNREVOKED_TASKS`` = 2,
+``UNRELEASED_TASKS`` = 3; streams/MemberState.java), where KIP-848's start at 0: a reader
+taking 0 for stable would show every streams group ``Reconciling`` whenever the offsets
+topic is its only source.
 
 A share group's partitions are shared by design (KIP-932: records of a partition are handed
 out per fetch to whichever of its members asks), so its assigned total counts each partition
@@ -36,8 +42,8 @@ _CURRENT = (RecordType.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, RecordType.STREAMS
 _TOPIC_NAMES = (RecordType.SHARE_GROUP_PARTITION_METADATA, RecordType.SHARE_GROUP_STATE_PARTITION_METADATA,
                 RecordType.STREAMS_GROUP_PARTITION_METADATA)
 
-# Kafka's member state for a member settled on its target (the same number in both protocols).
-_STABLE = 0
+# Kafka's state number for a streams member settled on its target (streams/MemberState.java).
+_STREAMS_STABLE = 1
 
 
 def group_type_of(record_type: int) -> str:
@@ -58,7 +64,11 @@ def apply_share_streams(snapshot: GroupSnapshot, record: Record, record_time_ms:
     state = snapshot.other
     if record_type in _GROUP_EPOCH:
         state.group_epoch = int(value.get("epoch") or 0)
+        if record_type == RecordType.STREAMS_GROUP_METADATA:
+            state.validated_topology_epoch = _validated_topology_epoch(value)
         advance_generation(snapshot, state.group_epoch)
+    elif record_type == RecordType.STREAMS_GROUP_TOPOLOGY:
+        state.topology_epoch = value.get("epoch")
     elif record_type in _ASSIGNMENT_EPOCH:
         state.assignment_epoch = value.get("assignmentEpoch")
     elif record_type in _MEMBER:
@@ -80,6 +90,15 @@ def apply_share_streams(snapshot: GroupSnapshot, record: Record, record_time_ms:
         for field_name in ("topics", "initializedTopics", "initializingTopics"):
             for topic in value.get(field_name) or ():
                 learn_topic(snapshot, topic.get("topicId"), topic.get("topicName"))
+
+
+def _validated_topology_epoch(value: Mapping[str, Any]) -> int | None:
+    """The topology epoch Kafka last validated. The layouts that carry the metadata hash (4.1+) carry it
+    as a tagged field, left out while -1 (none validated yet); the development layout before them has
+    neither, so there readiness is unknown (None)."""
+    if "metadataHash" not in value:
+        return None
+    return int(value.get("validatedTopologyEpoch", -1))
 
 
 def _held(value: Mapping[str, Any], share_field: str = "topicPartitions") -> int:
@@ -107,6 +126,8 @@ def _tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> 
         snapshot.deleted_type, snapshot.deleted_ms = state.group_type, record_time_ms
     elif record_type in _ASSIGNMENT_EPOCH:
         state.assignment_epoch = None
+    elif record_type == RecordType.STREAMS_GROUP_TOPOLOGY:
+        state.topology_epoch = None
     elif record_type in (*_MEMBER, *_TARGET, *_CURRENT):
         member = state.members.get(str(record.key.get("memberId")))
         if member is None:
@@ -120,20 +141,23 @@ def _tombstone(snapshot: GroupSnapshot, record: Record, record_time_ms: int) -> 
 
 
 def other_state(state: OtherGroupState) -> str:
-    """Kafka's state name, as far as the records tell: ``Empty`` without members; share groups are
-    otherwise ``Stable``; streams groups ``Assigning`` while the target lags the group epoch,
-    ``Reconciling`` while a member is not on the target epoch, not settled or not holding its target
-    yet, else ``Stable``
-    (``NotReady``, a topology whose internal topics are missing, is not visible in the records)."""
+    """Kafka's state name, derived as its coordinator does, as far as the records tell: ``Empty``
+    without members; share groups are otherwise ``Stable``; streams groups ``NotReady`` while
+    Kafka has not validated the topology's current epoch against the cluster's topics (a source
+    or internal topic missing: no task is assigned), ``Assigning`` while the target lags the
+    group epoch, ``Reconciling`` while a member is not on the target epoch, not settled or not
+    holding its target yet, else ``Stable``."""
     members = [m for m in state.members.values() if m.known]
     if not members:
         return "Empty"
     if state.group_type == SHARE:
         return "Stable"
+    if state.validated_topology_epoch is not None and state.topology_epoch != state.validated_topology_epoch:
+        return "NotReady"
     if state.assignment_epoch is None or (state.group_epoch is not None
                                           and state.assignment_epoch < state.group_epoch):
         return "Assigning"
-    if any(m.member_epoch != state.assignment_epoch or m.state not in (None, _STABLE)
+    if any(m.member_epoch != state.assignment_epoch or m.state not in (None, _STREAMS_STABLE)
            or (m.target is not None and m.assigned != m.target) for m in members):
         return "Reconciling"
     return "Stable"

@@ -4,7 +4,7 @@ Pure bookkeeping, no I/O: :class:`LiveStates` takes each poll's listing (group -
 name and group type) and keeps, per group, the state, when the monitor first saw the group in
 it, and, while the group rebalances, when it was first seen rebalancing. Kafka's state names
 are kept as they are (classic: PreparingRebalance, CompletingRebalance, Stable, Empty, Dead;
-KIP-848: Assigning, Reconciling, Stable, Empty).
+KIP-848: Assigning, Reconciling, Stable, Empty; streams: NotReady too).
 
 A rebalance is *observed* from the first poll that finds the group in a rebalancing state to
 the first poll that finds it Stable or Empty; that span goes into a per-group histogram of

@@ -19,7 +19,8 @@ from streaming.protocol import TopicPartition
 G, C = "gauge", "counter"
 STATE = Family("kafka_consumergroup_state", G,
                "1 for the group's current state, Kafka's own name (classic: PreparingRebalance, CompletingRebalance, "
-               "Stable, Empty, Dead; KIP-848: Assigning, Reconciling, Stable, Empty): the coordinator's answer to the "
+               "Stable, Empty, Dead; KIP-848: Assigning, Reconciling, Stable, Empty; streams: NotReady too): the "
+               "coordinator's answer to the "
                "live poll while it is fresh, else derived from the offsets topic (docs/metrics.md: which wins when).")
 STATE_SINCE = Family("kafka_consumergroup_state_since_timestamp_seconds", G,
                      "When the monitor first saw the group in its current state (label state); time in state is "

@@ -109,7 +109,7 @@ def streams_member(member: str, instance: str | None = None) -> Record:
         rebalanceTimeoutMs=300000, topologyEpoch=0, processId=f"p-{member}", userEndpoint=None, clientTags=()))
 
 
-def streams_current(member: str, epoch: int, active: tuple[Struct, ...], state: int = 0) -> Record:
+def streams_current(member: str, epoch: int, active: tuple[Struct, ...], state: int = 1) -> Record:
     return Record(22, member_key(member), 0, Struct(
         memberEpoch=epoch, previousMemberEpoch=epoch - 1, state=state, activeTasks=active, standbyTasks=(),
         warmupTasks=(), activeTasksPendingRevocation=(), standbyTasksPendingRevocation=(),
@@ -120,23 +120,32 @@ def streams_target(member: str, active: tuple[Struct, ...]) -> Record:
     return Record(21, member_key(member), 0, Struct(activeTasks=active, standbyTasks=(), warmupTasks=()))
 
 
-def streams_epoch(epoch: int) -> Record:
-    return Record(17, group_key(), 0, Struct(epoch=epoch, metadataHash=3, validatedTopologyEpoch=0,
-                                             lastAssignmentConfigs=()))
+def streams_epoch(epoch: int, validated: int = 0) -> Record:
+    """As the decoder reads it: the validated topology epoch is a tagged field, left out while -1."""
+    tagged = {"validatedTopologyEpoch": validated} if validated != -1 else {}
+    return Record(17, group_key(), 0, Struct(epoch=epoch, metadataHash=3, lastAssignmentConfigs=(), **tagged))
+
+
+def streams_topology(epoch: int, source: str = "in") -> Record:
+    return Record(23, group_key(), 0, Struct(epoch=epoch, subtopologies=(Struct(
+        subtopologyId="0", sourceTopics=(source,), sourceTopicRegex=(), stateChangelogTopics=(),
+        repartitionSinkTopics=(), repartitionSourceTopics=(), copartitionGroups=()),)))
+
+
+def assignment_epoch(epoch: int) -> Record:
+    return Record(20, group_key(), 0, Struct(assignmentEpoch=epoch, assignmentTimestamp=T0))
 
 
 def test_a_streams_group_follows_its_epochs_and_members():
-    snap = fold(None, streams_member("A"), streams_epoch(1), streams_target("A", tasks(0, 1, 2, 3)),
-                Record(20, group_key(), 0, Struct(assignmentEpoch=1, assignmentTimestamp=T0)),
-                streams_current("A", 1, tasks(0, 1, 2, 3)))
+    snap = fold(None, streams_member("A"), streams_topology(0), streams_epoch(1),
+                streams_target("A", tasks(0, 1, 2, 3)), assignment_epoch(1), streams_current("A", 1, tasks(0, 1, 2, 3)))
     s = summarize(snap, T0)
     assert (s.group_type, s.protocol_type, s.state, s.generation) == (STREAMS, STREAMS, "Stable", 1)
     assert [(m.member, m.client_id, m.assigned_partitions) for m in s.members] == [("A", "app-A", 4)]
     # B joins: the group epoch moves first (Assigning), then the target; A still holds all (Reconciling).
     snap = fold(snap, streams_member("B", instance="b-0"), streams_epoch(2))
     assert summarize(snap, T0).state == "Assigning"
-    snap = fold(snap, streams_target("A", tasks(0, 1)), streams_target("B", tasks(2, 3)),
-                Record(20, group_key(), 0, Struct(assignmentEpoch=2, assignmentTimestamp=T0)))
+    snap = fold(snap, streams_target("A", tasks(0, 1)), streams_target("B", tasks(2, 3)), assignment_epoch(2))
     assert summarize(snap, T0).state == "Reconciling"
     snap = fold(snap, streams_current("A", 2, tasks(0, 1)), streams_current("B", 2, tasks(2, 3)))
     snap = GroupSnapshot.from_json(snap.to_json())
@@ -145,12 +154,51 @@ def test_a_streams_group_follows_its_epochs_and_members():
     assert s.generations_advanced_total == 1 and s.rebalances_total == 0
 
 
+def test_a_streams_app_joining_goes_assigning_reconciling_stable_as_kafka_4_3_wrote_it():
+    """The records Kafka 4.3.1 wrote when tests/jvm/StreamsApp.java joined (one member, a source topic of two
+    partitions), in their order. Kafka numbers a settled streams member 1, not KIP-848's 0: read as 0, the
+    group never left Reconciling here."""
+    snap = fold(None, streams_member("A"), streams_topology(0), streams_epoch(2),
+                streams_current("A", 1, ()))  # epoch 1, no tasks, before the first target
+    assert summarize(snap, T0).state == "Assigning"
+    snap = fold(snap, streams_target("A", tasks(0, 1)), assignment_epoch(2))  # 3 s later
+    assert summarize(snap, T0).state == "Reconciling"
+    snap = fold(snap, streams_current("A", 2, tasks(0, 1)))  # 2 s later: the member holds both tasks
+    s = summarize(snap, T0)
+    assert (s.state, [m.assigned_partitions for m in s.members]) == ("Stable", [2])
+    unsettled = fold(snap, streams_current("A", 2, tasks(0, 1), state=2))  # UNREVOKED_TASKS
+    assert summarize(unsettled, T0).state == "Reconciling"
+
+
+def test_a_streams_group_whose_topology_kafka_has_not_validated_is_not_ready():
+    """Kafka assigns no task until it has validated the topology's epoch against the cluster's topics
+    (StreamsGroup: NotReady before Assigning); the group metadata records the epoch it validated. The first
+    fold is what Kafka 4.3.1 wrote for StreamsApp.java started before its source topic existed (ListGroups
+    said NotReady throughout): read without the validated epoch, a Stable group holding nothing."""
+    missing_source = (streams_member("A"), streams_topology(0), streams_epoch(2, validated=-1),
+                      streams_current("A", 1, ()), streams_target("A", ()), assignment_epoch(2),
+                      streams_current("A", 2, ()))
+    snap = fold(None, *missing_source)
+    assert summarize(snap, T0).state == "NotReady"
+    snap = fold(snap, streams_epoch(3, validated=0), streams_target("A", tasks(0, 1)), assignment_epoch(3),
+                streams_current("A", 3, tasks(0, 1)))
+    assert summarize(snap, T0).state == "Stable"
+    snap = fold(snap, streams_topology(1, source="in-v2"))  # a new topology, not validated yet
+    assert summarize(GroupSnapshot.from_json(snap.to_json()), T0).state == "NotReady"
+    assert summarize(fold(None, streams_member("A"), streams_epoch(1)), T0).state == "NotReady"  # no topology
+    development_layout = Record(17, group_key(), 0, Struct(epoch=1))  # no validated epoch: readiness unknown
+    unknown = fold(None, streams_member("A"), development_layout, streams_current("A", 1, tasks(0)),
+                   streams_target("A", tasks(0)), assignment_epoch(1))
+    assert summarize(unknown, T0).state == "Stable"
+
+
 # ------------------------------------------------------------------ the same records, written by Kafka's classes
 
 _MESSAGES = {10: "ShareGroupMemberMetadata", 11: "ShareGroupMetadata", 12: "ShareGroupTargetAssignmentMetadata",
              13: "ShareGroupTargetAssignmentMember", 14: "ShareGroupCurrentMemberAssignment",
              17: "StreamsGroupMetadata", 19: "StreamsGroupMemberMetadata", 20: "StreamsGroupTargetAssignmentMetadata",
-             21: "StreamsGroupTargetAssignmentMember", 22: "StreamsGroupCurrentMemberAssignment"}
+             21: "StreamsGroupTargetAssignmentMember", 22: "StreamsGroupCurrentMemberAssignment",
+             23: "StreamsGroupTopology"}
 
 
 def _written_by_kafka(records: list[Record]) -> list[Record]:
@@ -170,7 +218,7 @@ def _written_by_kafka(records: list[Record]) -> list[Record]:
 
 def test_records_written_by_kafka_fold_the_same():
     share = share_join("A", 1, [0, 1]) + share_join("B", 2, [0, 1])
-    streams = [streams_member("A"), streams_epoch(1), streams_target("A", tasks(0, 1)),
+    streams = [streams_member("A"), streams_topology(0), streams_epoch(1), streams_target("A", tasks(0, 1)),
                Record(20, group_key(), 0, Struct(assignmentEpoch=1, assignmentTimestamp=T0)),
                streams_current("A", 1, tasks(0, 1))]
     for records, group_type in ((share, SHARE), (streams, STREAMS)):
