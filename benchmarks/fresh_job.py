@@ -20,54 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.procfs import cpu_seconds, is_java, rss_bytes, tree
 from testbed.broker import free_port
-
-
-def child_pids(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
-
-
-def _tree(pid: int) -> list[int]:
-    pids, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        pids.append(current)
-        todo.extend(child_pids(current))
-    return pids
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _is_java(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip() == "java"
-    except OSError:
-        return False
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system seconds of a process and of its waited-for children."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = sum(int(v) for v in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -121,8 +75,8 @@ def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Ca
     def sample() -> None:
         while not stop_sampling.wait(0.5):
             by_kind: dict[str, int] = {}
-            for pid in _tree(process.pid):
-                kind = "driver" if pid == process.pid else "jvm" if _is_java(pid) else "workers"
+            for pid in tree(process.pid):
+                kind = "driver" if pid == process.pid else "jvm" if is_java(pid) else "workers"
                 by_kind[kind] = by_kind.get(kind, 0) + rss_bytes(pid)
             if sum(by_kind.values()) > run.peak_rss:
                 run.peak_rss, run.peak_by_kind = sum(by_kind.values()), by_kind
@@ -152,7 +106,7 @@ def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Ca
             time.sleep(0.25)
         else:
             raise TimeoutError(f"{timeout}s without the whole answer from {command[0]}")
-        run.cpu_seconds = sum(_cpu_seconds(p) for p in _tree(process.pid))
+        run.cpu_seconds = sum(cpu_seconds(p) for p in tree(process.pid))
         body, run.scrape_seconds = _scrape(url)
         run.scrape_bytes = len(body)
     finally:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-from benchmarks.fresh_job import child_pids, rss_bytes
+from benchmarks.procfs import tree_rss
 from testbed.broker import LocalKafka, free_port
 from testbed.demo import GROUPS, Demo
 from testbed.image import ENV, Container, http_get, job_args, podman
@@ -39,15 +39,6 @@ class Run:
     ready: float  # start to /-/ready 200
     groups: float  # start to every demo group on /metrics
     peak_rss: int
-
-
-def tree_rss(pid: int) -> int:
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        total += rss_bytes(current)
-        todo.extend(child_pids(current))
-    return total
 
 
 def watch(start: Callable[[], Callable[[], int]], port: int, settle: float, timeout: float) -> Run:

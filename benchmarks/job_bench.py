@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import cold_start
-from benchmarks.fresh_job import Run, child_pids, rss_bytes, run_fresh
+from benchmarks.fresh_job import Run, run_fresh
+from benchmarks.procfs import rss_bytes, tree
 from benchmarks.synthetic import W1, W2, WORKLOADS, Workload, backlog, group_metadata, produce
 from decoders import coordinator_partition, decode
 from streaming.decode.source import FETCH_OPTIONS
@@ -74,14 +75,7 @@ class PeakRss(threading.Thread):
 
     def run(self) -> None:
         while not self._done.wait(0.25):
-            pids, todo = [], [os.getpid()]
-            while todo:
-                pid = todo.pop()
-                if pid in self.exclude:
-                    continue
-                pids.append(pid)
-                todo.extend(child_pids(pid))
-            self.peak = max(self.peak, sum(rss_bytes(p) for p in pids))
+            self.peak = max(self.peak, sum(rss_bytes(p) for p in tree(os.getpid(), self.exclude)))
 
     def stop(self) -> int:
         self._done.set()

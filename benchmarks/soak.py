@@ -30,7 +30,6 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
 import os
 import re
@@ -49,9 +48,10 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.fresh_job import rss_bytes
 from benchmarks.held import changes, held
+from benchmarks.procfs import cmdline, rss_bytes, tree
 from streaming.decode.config import JOB_GROUP_PREFIX
+from streaming.driver.malloc import malloc_heap_bytes
 from streaming.driver.progress import batch_offsets
 from streaming.job import Monitor, spark_session
 from streaming.lag.poller import OFFSETS_TOPIC
@@ -62,38 +62,11 @@ from testbed.workload import Admin, Member, wait_until
 MIB = 1 << 20
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (by parent id: a JVM forks from threads other than its main one)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], list(parents.get(pid, []))
-    while todo:
-        child = todo.pop()
-        found.append(child)
-        todo.extend(parents.get(child, []))
-    return found
-
-
 def memory() -> dict[str, float]:
     """MiB: RSS of the driver JVM (Spark's SparkSubmit child), this process and Spark's Python workers;
     the JVM's live heap and metaspace."""
-    jvm = [p for p in _descendants(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in _cmdline(p)]
-    workers = [p for j in jvm for p in _descendants(j) if "pyspark" in _cmdline(p)]
+    jvm = [p for p in tree(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in cmdline(p)]
+    workers = [p for j in jvm for p in tree(j) if "pyspark" in cmdline(p)]
     return {"driver_jvm": sum(rss_bytes(p) for p in jvm) / MIB, "python": rss_bytes(os.getpid()) / MIB,
             "python_workers": sum(rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None),
             # The driver's Python heap: blocks its allocator holds (objects live), in thousands.
@@ -103,22 +76,11 @@ def memory() -> dict[str, float]:
             "arrow_live": pa.total_allocated_bytes() / MIB, **malloc_heap()}
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-
 def malloc_heap() -> dict[str, float]:
-    """MiB glibc's malloc holds for this process, all arenas: in use (the C side: Arrow's and the extensions'
-    allocations, and Python objects too large for its own allocator) and free but not given back (what a
-    thread's arena keeps). Empty where glibc has no ``mallinfo2`` (before 2.33, or not glibc)."""
-    try:
-        mallinfo2 = ctypes.CDLL(None).mallinfo2
-    except (OSError, AttributeError):
-        return {}
-    mallinfo2.restype = _MallInfo2
-    info = mallinfo2()
-    return {"malloc_used": (info.uordblks + info.hblkhd) / MIB, "malloc_free": info.fordblks / MIB}
+    """MiB glibc's malloc holds in use and free but not given back (:func:`malloc_heap_bytes`); empty without
+    ``mallinfo2``."""
+    heap = malloc_heap_bytes()
+    return {} if heap is None else {"malloc_used": heap[0] / MIB, "malloc_free": heap[1] / MIB}
 
 
 _HEAP = re.compile(r"heap\s+total (\d+)K, used (\d+)K")

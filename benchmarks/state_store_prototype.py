@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from benchmarks.fresh_job import _cpu_seconds, _is_java, rss_bytes
+from benchmarks.procfs import cpu_seconds, is_java, rss_bytes, tree
 from benchmarks.synthetic import Record, Workload, backlog
 from decoders.folding import fold_record
 from streaming.protocol import STAGE_SCHEMA, OutputKind
@@ -198,25 +198,6 @@ def stateful_processors() -> tuple[type, type]:
 # ------------------------------------------------------------------------------ one child process
 
 
-def descendants(root: int) -> list[int]:
-    """``root`` and every process under it, found by parent ids: the JVM starts its Python workers
-    from threads other than its main one, which ``/proc/PID/task/PID/children`` does not list."""
-    parents: dict[int, list[int]] = defaultdict(list)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents[parent].append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(parents.get(pid, ()))
-    return found
-
-
 class Sampler(threading.Thread):
     """Peak RSS of this process's tree by kind (driver, JVM, Python workers), every 0.5 s."""
 
@@ -230,8 +211,8 @@ class Sampler(threading.Thread):
         me = os.getpid()
         while not self._done.wait(0.5):
             by_kind: dict[str, int] = defaultdict(int)
-            for pid in descendants(me):
-                by_kind["driver" if pid == me else "jvm" if _is_java(pid) else "workers"] += rss_bytes(pid)
+            for pid in tree(me):
+                by_kind["driver" if pid == me else "jvm" if is_java(pid) else "workers"] += rss_bytes(pid)
             if sum(by_kind.values()) > self.peak:
                 self.peak, self.by_kind = sum(by_kind.values()), dict(by_kind)
 
@@ -275,15 +256,6 @@ def tree_bytes(directory: Path) -> int:
     return total
 
 
-def own_cpu_seconds(pid: int) -> float:
-    """User + system seconds of the process alone (its reaped children's are kept as they were last seen)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class WorkerSampler(threading.Thread):
     """Each worker's share, every second while a child runs on the standalone cluster: peak RSS of what runs
     under the worker daemon (its executor and Python workers, not the daemon), their CPU seconds (as last
@@ -302,12 +274,12 @@ class WorkerSampler(threading.Thread):
         while not self._done.wait(1.0):
             for name, process in self.cluster.processes.items():
                 if name.startswith("worker"):
-                    self._sample(name, [pid for pid in descendants(process.pid) if pid != process.pid])
+                    self._sample(name, [pid for pid in tree(process.pid) if pid != process.pid])
 
     def _sample(self, name: str, pids: list[int]) -> None:
         self.rss[name] = max(self.rss[name], sum(rss_bytes(pid) for pid in pids))
         for pid in pids:
-            self.cpu[name][pid] = own_cpu_seconds(pid) or self.cpu[name].get(pid, 0.0)
+            self.cpu[name][pid] = cpu_seconds(pid, reaped_children=False) or self.cpu[name].get(pid, 0.0)
         stores = [d for d in self.cluster.local_dir(name).rglob("StateStoreId*") if d.is_dir()]
         self.state[name] = max(self.state[name], sum(tree_bytes(d) for d in stores))
 
@@ -386,7 +358,7 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
     first_s = time.monotonic() - query_started
     folded_groups = len(sink.stage.groups) if path == "driver" else len(sink.groups)
     first_progress = query.lastProgress or {}
-    backlog_cpu = sum(_cpu_seconds(p) for p in descendants(os.getpid()))
+    backlog_cpu = sum(cpu_seconds(p) for p in tree(os.getpid()))
     batches = []
     shape_ = shape(args.groups, args.partitions)
     offsets = json.loads((input_dir.parent / "offsets.json").read_text())
@@ -397,7 +369,7 @@ def child(path: str, input_dir: Path, workdir: Path, args: argparse.Namespace) -
         query.processAllAvailable()
         batches.append(time.monotonic() - began)
     query.stop()
-    cpu = sum(_cpu_seconds(p) for p in descendants(os.getpid()))
+    cpu = sum(cpu_seconds(p) for p in tree(os.getpid()))
     sampler.stop()
     return {"path": path, "session_s": session_s, "first_s": first_s, "process_to_first_s": session_s + first_s,
             "groups_folded": folded_groups, "first_batch_ms": first_progress.get("durationMs", {}),

@@ -14,21 +14,40 @@ stayed resident for as long as the job ran, while the state's Python objects nev
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
+def _libc(name: str) -> Any:
+    """A function of the C library the process runs on; None where it has no such function (not glibc)."""
     try:
-        trim = ctypes.CDLL(None).malloc_trim
+        return getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
 
 
-_TRIM = _malloc_trim()
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+_TRIM = _libc("malloc_trim")
+if _TRIM is not None:
+    _TRIM.argtypes, _TRIM.restype = [ctypes.c_size_t], ctypes.c_int
+_MALLINFO2 = _libc("mallinfo2")  # glibc 2.33+
+if _MALLINFO2 is not None:
+    _MALLINFO2.restype = _MallInfo2
+
+
+def malloc_heap_bytes() -> tuple[int, int] | None:
+    """Bytes glibc's malloc holds for the process, all arenas: in use (Arrow's and the extensions'
+    allocations, Python objects too large for its own allocator), and free but kept (what
+    :func:`release_free_memory` gives back). None without ``mallinfo2``. The soak benchmark reads it."""
+    if _MALLINFO2 is None:
+        return None
+    info = _MALLINFO2()
+    return info.uordblks + info.hblkhd, info.fordblks
 
 
 def release_free_memory() -> bool:
