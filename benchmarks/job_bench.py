@@ -29,6 +29,7 @@ from typing import Any
 from benchmarks import cold_start
 from benchmarks.fresh_job import Run, run_fresh
 from benchmarks.procfs import rss_bytes, tree
+from benchmarks.standalone import WorkerSampler, standalone
 from benchmarks.synthetic import W1, W2, WORKLOADS, Workload, backlog, group_metadata, produce
 from decoders import coordinator_partition, decode
 from streaming.decode.source import FETCH_OPTIONS
@@ -241,10 +242,13 @@ def run_backlog(report: Report, spark: Any, broker: LocalKafka, name: str, workl
 
 
 def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: Workload, workdir: Path,
-                      repeats: int, baselines: bool, driver_memory: str = "", variants: Sequence[str] = ("",)) -> None:
+                      repeats: int, baselines: bool, driver_memory: str = "", variants: Sequence[str] = ("",),
+                      cluster: Any = None) -> None:
     """The job as an operator starts it, ``repeats`` fresh processes on one backlog: seconds from process
     start until /metrics counts every record and shows every group, beside Kafka's own consumer reading
-    the same topic in the same run. Each of ``variants`` (extra job arguments) runs ``repeats`` times."""
+    the same topic in the same run. Each of ``variants`` (extra job arguments) runs ``repeats`` times. On a
+    standalone ``cluster`` the job runs with ``--master`` its URL, and each worker's peak RSS and CPU
+    seconds (its executor and Python workers) are printed beside the driver's tree."""
     bootstrap, topic = broker.bootstrap, f"bench-fresh-{name}"
     admin = Admin(bootstrap)
     admin.create_topic(topic, workload.topic_partitions)
@@ -262,19 +266,33 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
             run_dir = workdir / f"fresh-{name}-{i}-{v}"
             run_dir.mkdir(parents=True)
             env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory {driver_memory} pyspark-shell"} if driver_memory else None
-            run = run_fresh(bootstrap, topic, sent, workload.groups, run_dir, "--lag-granularity", granularity,
-                            *shlex.split(variant), env=env)
+            master = ("--master", cluster.url) if cluster is not None else ()
+            workers = WorkerSampler(cluster) if cluster is not None else None
+            if workers is not None:
+                workers.start()
+            try:
+                run = run_fresh(bootstrap, topic, sent, workload.groups, run_dir, "--lag-granularity", granularity,
+                                *master, *shlex.split(variant), env=env)
+            finally:
+                if workers is not None:
+                    workers.stop()
             runs[variant].append(run)
             print(f"  run {i + 1}{f' [{variant}]' if variant else ''}: {run.seconds:.1f}s, first answer "
                   f"{run.first_answer:.1f}s, peak RSS {run.peak_rss / 2**30:.2f} GiB ("
                   + ", ".join(f"{kind} {size / 2**30:.2f}" for kind, size in sorted(run.peak_by_kind.items()))
                   + f"), {run.cpu_seconds:.0f} CPU-s; RSS at the end "
                   + ", ".join(f"{kind} {size / 2**30:.2f}" for kind, size in sorted(run.end_by_kind.items()))
-                  + "".join(f"\n    {line}" for line in run.batches[:1]),
+                  + "".join(f"\n    {line}" for line in run.batches[:1])
+                  + (f"\n    workers: {_workers(workers.figures())}" if workers is not None else ""),
                   flush=True)
     for variant, variant_runs in runs.items():
         _report_fresh(report, f"fresh-{name} job ({granularity}{f', {variant}' if variant else ''}, median of "
                       f"{repeats})", workload, variant_runs, sent, ceiling)
+
+
+def _workers(figures: dict[str, Any]) -> str:
+    return ", ".join(f"{name} peak RSS {figures['worker_peak_rss'][name] / 2**30:.2f} GiB, "
+                     f"{figures['worker_cpu_s'][name]:.0f} CPU-s" for name in sorted(figures["worker_peak_rss"]))
 
 
 def run_cold(report: Report, broker: LocalKafka, workdir: Path, repeats: int, kminion: Path | None) -> None:
@@ -432,6 +450,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steady-seconds", type=float, default=180)
     parser.add_argument("--steady-rates", default="5000,20000,50000,100000")
     parser.add_argument("--probes", type=int, default=20)
+    parser.add_argument("--standalone-workers", type=int, default=0,
+                        help="run the fresh jobs on a local standalone cluster of this many one-core workers "
+                             "(each worker's executor 1 GiB, Spark's default) instead of local[*]")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--json", type=Path, default=Path("build/bench-job.json"))
     args = parser.parse_args(argv)
@@ -448,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
                                # One session reads every workload's topic (200 partitions in all): the
                                # source's consumer pool (64 by default) would evict and re-create them.
                                "spark.kafka.consumer.cache.capacity": "512"})
+        cluster = standalone(workdir, args.standalone_workers) if args.standalone_workers else None
         try:
             for name in args.workloads.split(","):
                 if name == "cold":
@@ -455,7 +477,8 @@ def main(argv: list[str] | None = None) -> None:
                 elif name.startswith("fresh-"):
                     base = name.removeprefix("fresh-")
                     run_fresh_backlog(report, broker, base, WORKLOADS[base], workdir, args.fresh_repeats,
-                                      not args.no_baselines, args.fresh_driver_memory, args.fresh_job_args or [""])
+                                      not args.no_baselines, args.fresh_driver_memory, args.fresh_job_args or [""],
+                                      cluster)
                 elif name == "steady":
                     run_steady(report, spark, broker, workdir, [int(r) for r in args.steady_rates.split(",")],
                                args.steady_seconds, args.probes)
@@ -463,6 +486,8 @@ def main(argv: list[str] | None = None) -> None:
                     run_backlog(report, spark, broker, name, WORKLOADS[name], workdir, not args.no_baselines)
         finally:
             spark.stop()
+            if cluster is not None:
+                cluster.stop()
             broker.stop()
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps([asdict(f) for f in report.figures], indent=1))
