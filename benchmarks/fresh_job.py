@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -30,8 +31,9 @@ class Run:
     first_answer: float = 0.0  # process start to the first /metrics with any group
     peak_rss: int = 0
     cpu_seconds: float = 0.0
-    scrape_seconds: float = 0.0
+    scrape_seconds: float = 0.0  # the median of ``scrapes``
     scrape_bytes: int = 0
+    scrapes: list[float] = field(default_factory=list)  # three scrapes in a row once every group is shown
     # At the peak: the Python driver, Spark's JVM and the Python workers (and whatever they started).
     peak_by_kind: dict[str, int] = field(default_factory=dict)
     # At the last sample, after the final scrape: what stays resident once the backlog is folded.
@@ -107,8 +109,10 @@ def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Ca
         else:
             raise TimeoutError(f"{timeout}s without the whole answer from {command[0]}")
         run.cpu_seconds = sum(cpu_seconds(p) for p in tree(process.pid))
-        body, run.scrape_seconds = _scrape(url)
-        run.scrape_bytes = len(body)
+        for _ in range(3):  # the first may meet the lag service's first pass
+            body, seconds = _scrape(url)
+            run.scrapes.append(seconds)
+        run.scrape_seconds, run.scrape_bytes = statistics.median(run.scrapes), len(body)
     finally:
         stop_sampling.set()
         sampler.join(2)

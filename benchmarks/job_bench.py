@@ -280,7 +280,8 @@ def run_fresh_backlog(report: Report, broker: LocalKafka, name: str, workload: W
             print(f"  run {i + 1}{f' [{variant}]' if variant else ''}: {run.seconds:.1f}s, first answer "
                   f"{run.first_answer:.1f}s, peak RSS {run.peak_rss / 2**30:.2f} GiB ("
                   + ", ".join(f"{kind} {size / 2**30:.2f}" for kind, size in sorted(run.peak_by_kind.items()))
-                  + f"), {run.cpu_seconds:.0f} CPU-s; RSS at the end "
+                  + f"), {run.cpu_seconds:.0f} CPU-s; scrapes "
+                  + ", ".join(f"{seconds:.1f}" for seconds in run.scrapes) + " s; RSS at the end "
                   + ", ".join(f"{kind} {size / 2**30:.2f}" for kind, size in sorted(run.end_by_kind.items()))
                   + "".join(f"\n    {line}" for line in run.batches[:1])
                   + (f"\n    workers: {_workers(workers.figures())}" if workers is not None else ""),
