@@ -144,7 +144,9 @@ def other_state(state: OtherGroupState) -> str:
     """Kafka's state name, derived as its coordinator does, as far as the records tell: ``Empty``
     without members; share groups are otherwise ``Stable``; streams groups ``NotReady`` while
     Kafka has not validated the topology's current epoch against the cluster's topics (a source
-    or internal topic missing: no task is assigned), ``Assigning`` while the target lags the
+    or internal topic missing: no task is assigned; unknown without both epochs: a state restored
+    from a snapshot taken before they were kept gets the topology epoch only when the topology
+    next changes), ``Assigning`` while the target lags the
     group epoch, ``Reconciling`` while a member is not on the target epoch, not settled or not
     holding its target yet, else ``Stable``."""
     members = [m for m in state.members.values() if m.known]
@@ -152,7 +154,8 @@ def other_state(state: OtherGroupState) -> str:
         return "Empty"
     if state.group_type == SHARE:
         return "Stable"
-    if state.validated_topology_epoch is not None and state.topology_epoch != state.validated_topology_epoch:
+    if None not in (state.topology_epoch, state.validated_topology_epoch) \
+            and state.topology_epoch != state.validated_topology_epoch:
         return "NotReady"
     if state.assignment_epoch is None or (state.group_epoch is not None
                                           and state.assignment_epoch < state.group_epoch):
