@@ -48,6 +48,11 @@ def decoded_backlog(shape: Workload) -> BatchInput:
 
 def decoded_records(records: Iterable[tuple[int, bytes, bytes]]) -> BatchInput:
     """``(partition, key, value)`` records as one batch of stage rows (decoded here, as the executors would)."""
+    return BatchInput.from_arrow(decoded_table(records))
+
+
+def decoded_table(records: Iterable[tuple[int, bytes, bytes]]) -> pa.Table:
+    """The decode stage's rows of ``(partition, key, value)`` records, every kind (:data:`STAGE_SCHEMA`)."""
     by_partition: dict[int, list[tuple[bytes, bytes]]] = defaultdict(list)
     for partition, key, value in records:
         by_partition[partition].append((key, value))
@@ -57,7 +62,7 @@ def decoded_records(records: Iterable[tuple[int, bytes, bytes]]) -> BatchInput:
         "offset": pa.array(range(len(rows)), pa.int64()),
         "timestamp": pa.array([(1_700_000_000_000 + i) * 1000 for i in range(len(rows))], pa.timestamp("us")),
     }) for partition, rows in by_partition.items()]
-    return BatchInput.from_arrow(pa.Table.from_batches(list(make_decoder(1000)(iter(batches))), schema=STAGE_SCHEMA))
+    return pa.Table.from_batches(list(make_decoder(1000)(iter(batches))), schema=STAGE_SCHEMA)
 
 
 def retained(build: Callable[[], object]) -> tuple[int, object]:

@@ -259,7 +259,7 @@ def holdings(monitor: Monitor, admin: Admin, checkpoint: Path, sizes: Counter[st
     (``sizes``, from :func:`held`), and the checkpoint's size on disk."""
     sink = monitor.runner.sink
     return {"cluster_groups": len(admin.client.list_groups()),
-            "stage_groups": len(sink.stage.groups) if sink is not None else 0,
+            "stage_groups": len(sink.groups) if sink is not None else 0,
             "held_entries": sum(sizes.values()),
             "checkpoint_mib": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file()) / MIB}
 
@@ -280,7 +280,7 @@ def compare_groups(monitor: Monitor, admin: Admin, stop: threading.Event, load: 
 
     wait_until(caught_up, 300, "the job to read to the offsets topic's end")
     sink = monitor.runner.sink
-    held_groups = set(sink.stage.groups) if sink is not None else set()
+    held_groups = set(sink.groups) if sink is not None else set()
     # Not the job's own source group (it subscribes once on a new cluster): the job leaves its groups out.
     cluster = {group["group_id"] for group in admin.client.list_groups()
                if not group["group_id"].startswith(JOB_GROUP_PREFIX)}

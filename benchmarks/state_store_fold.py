@@ -1,5 +1,8 @@
 """Issue 30's prototype, second step: the project's real group fold inside ``transformWithStateInPandas``.
 
+The job's own state-store fold (``--fold state-store``) grew out of it: streaming/groups/stateful. This one
+stays for the prototype's measurements and its bucketed variant (``--buckets``), which the job does not have.
+
 Keyed by offsets-topic partition (the better key of the first step, docs/scale-out.md), each key's
 call builds a :class:`~streaming.groups.stage.GroupStage` holding only the groups its rows name,
 loaded from the state store, folds the rows with the stage's own ``apply`` and ``changes`` (the
@@ -33,8 +36,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming.groups.model import GroupSnapshot
-from streaming.groups.stage import GroupOffsets, GroupStage
+from streaming.groups.stage import GroupStage
+from streaming.groups.stateful.saved import Saved, load, save
 from streaming.protocol import STAGE_SCHEMA, BatchInput, GroupChange, OutputKind, RebalanceEvent
 
 GROUP_STATE = "groups binary"
@@ -42,31 +45,10 @@ KEY_SCHEMA = "key string"
 CHANGE_SCHEMA = "group string, change binary, events binary, removed boolean"
 CHANGE_COLUMNS = [c.split()[0] for c in CHANGE_SCHEMA.split(", ")]
 
-Saved = tuple[GroupSnapshot | None, GroupOffsets | None, bool | None, tuple[str, int] | None]
-
-
 def bucket_of(group: str, buckets: int) -> str:
     """The state key of ``group``: the group itself, or one of ``buckets`` shared keys (stable across
     processes: ``hash`` of a string is salted per interpreter)."""
     return group if buckets <= 0 else str(zlib.crc32(group.encode()) % buckets)
-
-
-def load(stage: GroupStage, group: str, saved: Saved) -> None:
-    """Put a group's saved state back into a fresh stage (what :meth:`GroupStage.change` reads)."""
-    snapshot, offsets, whole, activity = saved
-    if snapshot is not None:
-        stage.snapshots[group] = snapshot
-    if offsets is not None:
-        stage.offsets[group] = offsets
-    if whole is not None:
-        stage._whole[group] = whole
-    if activity is not None:
-        stage._activity[group] = activity
-
-
-def save(stage: GroupStage, group: str) -> Saved:
-    return (stage.snapshots.get(group), stage.offsets.get(group), stage._whole.get(group),
-            stage._activity.get(group))
 
 
 def fold_rows(table: pa.Table, state: dict[str, dict[str, Saved]], now_ms: int) -> tuple[pd.DataFrame, set[str]]:

@@ -38,8 +38,10 @@ from streaming.cluster.client import (
 )
 from streaming.cluster.metadata import TopicMetadata, TopicNames
 from streaming.driver.activity_clock import ActivityClock
+from streaming.driver.changes_sink import ChangesSink
 from streaming.driver.config import DRIVER_JAVA_OPTIONS, STOP_SECONDS, driver_java_options
 from streaming.driver.floor_log import FloorLog
+from streaming.driver.fold_mode import FoldModeMismatch
 from streaming.driver.health import Health, launched_jvm_status, query_verdict
 from streaming.driver.lag_render import ScrapeText
 from streaming.driver.progress import ProgressWatcher, checkpoint_progress_time, checkpoint_start_offsets
@@ -49,7 +51,10 @@ from streaming.driver.rebuild import CheckpointCheck, rebuild_limit
 from streaming.driver.refresh import LagRefresh
 from streaming.driver.retry import RetryClock
 from streaming.driver.sink import BatchSink
+from streaming.driver.state_query import StateStoreRunner
 from streaming.groups.stage import GroupStage, StageLimits
+from streaming.groups.stateful.processor import FoldSettings
+from streaming.groups.stateful.rows import Handed
 from streaming.groups.store import StateStore
 from streaming.jars import connector_jars
 from streaming.lag.poller import LogEndPoller
@@ -126,10 +131,24 @@ class Monitor:
                              self.topic_names, publish_restored=publish, floor_log=floor_log,
                              upkeep=self.event_log_upkeep)
 
-        self.runner = QueryRunner(spark, options.driver, options.source, options.kafka,
-                                  StageLimits.from_config(options.groups, options.source.dead_letter_max), make_sink,
-                                  self.publisher, self.event_log, self.topic_names, self.health, self.checkpoint_check,
-                                  self.metadata.partition_count)
+        limits = StageLimits.from_config(options.groups, options.source.dead_letter_max)
+        runner_args = (spark, options.driver, options.source, options.kafka, limits)
+        runner_kwargs: dict[str, Any] = dict(
+            publisher=self.publisher, event_log=self.event_log, topic_names=self.topic_names, health=self.health,
+            checkpoint_check=self.checkpoint_check, partition_count=self.metadata.partition_count)
+        if options.groups.fold == "state-store":
+            def make_changes_sink(dead_letters: DeadLetterLog, restored: Handed | None,
+                                  floor_log: FloorLog) -> ChangesSink:
+                return ChangesSink(limits, self.publisher, self.event_log, dead_letters, self.topic_names, restored,
+                                   floor_log, self.event_log_upkeep)
+
+            settings = FoldSettings(limits, int(options.groups.group_ttl_seconds * 1000),
+                                    int(options.groups.expiry_sweep_seconds * 1000), options.kafka.bootstrap_servers,
+                                    tuple(sorted(client_config.items())))
+            self.runner: QueryRunner = StateStoreRunner(*runner_args, make_sink=None, settings=settings,
+                                                        make_changes_sink=make_changes_sink, **runner_kwargs)
+        else:
+            self.runner = QueryRunner(*runner_args, make_sink=make_sink, **runner_kwargs)
         spark_checkpoint = options.driver.checkpoint_dir / "spark"
         # Input lag counts from where the query starts until its first batch completes (a first batch too
         # large for the driver would otherwise show 0 behind).
@@ -235,7 +254,10 @@ def run(options: JobOptions) -> None:
     except (KafkaAccessError, UnsupportedKafkaOption) as exc:
         raise SystemExit(f"rebalance-monitor: {exc}") from None
     spark = spark_session(options)
-    monitor = Monitor(spark, options).start()
+    try:
+        monitor = Monitor(spark, options).start()
+    except FoldModeMismatch as exc:
+        raise SystemExit(f"rebalance-monitor: {exc}") from None
     log.info("metrics at %s; event log %s; checkpoint %s", monitor.metrics_url,
              options.driver.event_log_path, options.driver.checkpoint_dir)
     print(f"Metrics: {monitor.metrics_url}", flush=True)

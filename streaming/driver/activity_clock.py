@@ -6,7 +6,7 @@ the clock moves. The group stage keeps each inactive group's deadline, but was a
 a batch ran, and on a quiet cluster (nothing new in the offsets topic) no batch runs: the group stayed
 shown inactive, and kept paging, for as long as the cluster stayed quiet. Every ``interval_s`` this
 thread has the query's current sink publish the groups whose deadline passed
-(:meth:`streaming.driver.sink.BatchSink.publish_due`).
+(:meth:`streaming.driver.sink.Sink.publish_due`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from streaming.driver.sink import BatchSink
+from streaming.driver.sink import Sink
 from streaming.lifecycle import PollingThread
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ class ActivityClock(PollingThread):
     """A component (see :mod:`streaming.lifecycle`) publishing due abandoned groups every ``interval_s``;
     ``sink`` gives the sink in use (the query runner makes a new one at each restore), None before one."""
 
-    def __init__(self, sink: Callable[[], BatchSink | None], interval_s: float = INTERVAL_S,
+    def __init__(self, sink: Callable[[], Sink | None], interval_s: float = INTERVAL_S,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__("activity-clock")
         self._sink, self.interval_s, self._clock = sink, interval_s, clock

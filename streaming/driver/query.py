@@ -26,10 +26,11 @@ from streaming.decode.source import decode, excluded_groups, kafka_stream, valid
 from streaming.decode.tasks import coalesce_to, expected_records
 from streaming.driver.config import DriverConfig
 from streaming.driver.floor_log import FloorLog
+from streaming.driver.fold_mode import check_fold_mode
 from streaming.driver.health import Health
 from streaming.driver.publish import Publisher
 from streaming.driver.rebuild import CheckpointCheck
-from streaming.driver.sink import BatchSink
+from streaming.driver.sink import BatchSink, Sink
 from streaming.groups.stage import GroupStage, StageLimits
 from streaming.groups.store import StateStore, last_committed_batch
 from streaming.logs.dead_letters import DeadLetterLog
@@ -95,7 +96,7 @@ class QueryRunner:
     name = "streaming-query"
 
     def __init__(self, spark: Any, driver: DriverConfig, source: SourceConfig, kafka: KafkaConfig,
-                 limits: StageLimits, make_sink: SinkFactory, publisher: Publisher, event_log: EventLog,
+                 limits: StageLimits, make_sink: SinkFactory | None, publisher: Publisher, event_log: EventLog,
                  topic_names: TopicNames, health: Health | None = None,
                  checkpoint_check: CheckpointCheck | None = None,
                  partition_count: Callable[[str], int | None] | None = None) -> None:
@@ -112,14 +113,17 @@ class QueryRunner:
         self.floor_log = FloorLog(driver.checkpoint_dir)
         if checkpoint_check is not None:
             checkpoint_check.before_set_aside = self._rebuilding
-        self.sink: BatchSink | None = None
+        self.sink: Sink | None = None
         self.query: Any = None
         self._stopping_run: str | None = None  # the query's run id once stop() cancels batches
         # The checkpoint was set aside in this process: a Spark checkpoint without offsets starts at the
         # topic's beginning whatever --starting-offsets says (one with offsets ignores the option).
         self._from_beginning = False
 
+    fold = "driver"
+
     def start(self) -> None:
+        check_fold_mode(self.driver.checkpoint_dir, self.fold)
         validate_group_patterns(self.source, self.spark)
         loaded = self.floor_log.load(self.publisher.floors)  # before anything is shown; a rebuild keeps them
         log.info("loaded the counter floors of %d groups", loaded)
@@ -134,7 +138,7 @@ class QueryRunner:
         if self._check_checkpoint() and self.sink is not None:
             # Shown from the state set aside: the replay shows them anew, starting from their floors.
             with self.publisher.floors.kept():
-                for group in sorted(self.sink.stage.groups):
+                for group in sorted(self.sink.groups):
                     self.publisher.remove(group)
         self._restore(publish=False)  # what is shown already is at least as new (see BatchSink)
         self._start_query()
@@ -174,6 +178,7 @@ class QueryRunner:
         dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
                                      self.source.dead_letter_max)
         self.floor_log.restored(last_committed)
+        assert self.make_sink is not None
         self.sink = self.make_sink(stage, self.state_store, dead_letters, publish, self.floor_log)
         # Floors the restored state raised (a checkpoint older than its floors): the state shows them again after a
         # kill, but a rebuild would not.
@@ -188,14 +193,22 @@ class QueryRunner:
         checkpoint = self.driver.checkpoint_dir
         # A fresh Spark checkpoint starts at startingOffsets; a rebuild needs every record the topic kept.
         source = replace(self.source, starting_offsets="earliest") if self._from_beginning else self.source
-        self.query = (kafka_stream(self.spark, self.kafka, source, self._topic_partitions()).writeStream
+        self.query = (self._stream(source).writeStream
                       # Unique per running job: one checkpoint never serves two jobs at once.
                       .queryName(f"rebalance-monitor:{checkpoint.resolve()}")
                       .option("checkpointLocation", str(checkpoint / "spark"))
                       .trigger(processingTime=f"{self.driver.trigger_seconds} seconds")
-                      .foreachBatch(short_errors(self._decoding(sink, source), lambda: self._stopping_run))
+                      .foreachBatch(short_errors(self._batch_body(sink, source), lambda: self._stopping_run))
                       .start())
         log.info("query %s started (run %s)", self.query.id, self.query.runId)
+
+    def _stream(self, source: SourceConfig) -> Any:
+        """The streaming DataFrame each batch of which the sink gets (here the source's rows, decoded by
+        :meth:`_batch_body`)."""
+        return kafka_stream(self.spark, self.kafka, source, self._topic_partitions())
+
+    def _batch_body(self, sink: Sink, source: SourceConfig) -> Callable[[Any, int], None]:
+        return self._decoding(sink, source)
 
     def _topic_partitions(self) -> int | None:
         """The topic's partitions, read at each start, for the source's ``assign`` (None: it subscribes, see
@@ -214,7 +227,7 @@ class QueryRunner:
             log.info("reading topic %s by assign (%d partitions; no consumer group)", topic, count)
         return count
 
-    def _decoding(self, sink: BatchSink, source: SourceConfig) -> Callable[[Any, int], None]:
+    def _decoding(self, sink: Sink, source: SourceConfig) -> Callable[[Any, int], None]:
         """``sink`` fed each batch decoded, in as many tasks as :func:`coalesce_to` chooses: the first batch
         of a query run (a backlog of any size) one task per source partition, later ones by the last
         progress of this query."""

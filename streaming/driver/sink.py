@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from streaming.cluster.metadata import TopicNames
 from streaming.driver.floor_log import FloorLog
@@ -44,6 +44,19 @@ SLOW_BATCH_S = 10.0
 # After a batch whose collected table was at least this large, the allocators' free memory goes back to the
 # system once the batch is dropped (a backlog's first batch: see streaming.driver.malloc).
 RELEASE_AFTER_BYTES = 64 << 20
+
+
+class Sink(Protocol):
+    """What the query runner and the activity clock ask of either fold's sink."""
+
+    last_report: BatchReport
+
+    @property
+    def groups(self) -> set[str]: ...
+
+    def __call__(self, df: Any, batch_id: int) -> None: ...
+
+    def publish_due(self, now_ms: int) -> int: ...
 
 
 @contextlib.contextmanager
@@ -106,6 +119,10 @@ class BatchSink:
             with young_garbage_only():
                 for group in sorted(stage.groups):
                     publisher.apply(stage.change(group, now_ms))
+
+    @property
+    def groups(self) -> set[str]:
+        return self.stage.groups
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()

@@ -12,6 +12,7 @@ from streaming.settings import Config, positive, setting
 # commits, long enough for a daily batch job between runs and for an outage to have been handled,
 # and leaves six of the seven days for the low-severity alert before Kafka deletes the offsets.
 DEFAULT_ABANDONED_AFTER_S = 24 * 3600.0
+FOLDS = ("driver", "state-store")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,17 @@ class GroupsConfig(Config):
         "(kafka_consumergroup_activity): it pages no more and gets one low-severity alert (keep it below "
         "--group-ttl-seconds, or groups are forgotten first)", flag="--abandoned-after", type=float))
 
+    fold: str = field(default="driver", metadata=setting(
+        "where groups are folded: driver (the driver's Python, the default) or state-store (Spark's RocksDB state "
+        "store on the executors, keyed by offsets-topic partition: for more groups than one driver holds; "
+        "docs/scale-out.md); a checkpoint keeps the fold it was started with", choices=FOLDS))
+
     def problems(self) -> list[str]:
-        return positive(self, "group_ttl_seconds", "expiry_sweep_seconds", "max_groups", "max_members_per_group",
-                        "abandoned_after_seconds")
+        problems = positive(self, "group_ttl_seconds", "expiry_sweep_seconds", "max_groups", "max_members_per_group",
+                            "abandoned_after_seconds")
+        if self.fold not in FOLDS:
+            problems.append(f"--fold must be one of {', '.join(FOLDS)}, not {self.fold!r}")
+        elif self.fold == "state-store" and self.max_groups is not None:
+            problems.append("--max-groups needs --fold driver: a limit over every group needs the one place that "
+                            "sees them all, and the state-store fold sees one offsets-topic partition at a time")
+        return problems

@@ -1,4 +1,5 @@
-"""Issue 30's real-fold processor (benchmarks/state_store_fold.py) hands the driver what the driver fold would.
+"""The state-store fold (streaming/groups/stateful, and the prototype's bucketed variant in
+benchmarks/state_store_fold.py) hands the driver what the driver fold would.
 
 PySpark's in-memory tester runs the processor one offsets-topic partition at a time, its state carried
 from batch to batch as the state store would carry it; the project's GroupStage folds the same
@@ -14,11 +15,13 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from benchmarks.driver_memory import decoded_records
-from benchmarks.state_store_fold import processor
+from benchmarks import state_store_fold
+from benchmarks.driver_memory import decoded_records, decoded_table
 from benchmarks.synthetic import Workload, backlog
 from decoders import coordinator_partition
 from streaming.groups.stage import GroupStage
+from streaming.groups.stateful.processor import FoldSettings, processor
+from streaming.groups.stateful.rows import KeyCounts
 from streaming.protocol import GroupChange, RebalanceEvent
 from tests.support.decoder_encoder import encode_key
 
@@ -40,36 +43,52 @@ def batches() -> list[list]:
     return [records[:200], records[200:400], [*records[400:], *deleted(3)]]
 
 
-def through_processor(tester: TwsTester, batch) -> tuple[dict[str, GroupChange], list[RebalanceEvent], set[str]]:
-    """One batch through the processor, key by key; its changes, events and removed groups."""
-    table = pa.concat_tables([batch.commits, batch.group_records])
-    changes, events, removed = {}, [], set()
-    for key in pc.unique(table.column("kafka_partition")).to_pylist():
-        out = tester.testInPandas(key, table.filter(pc.equal(table.column("kafka_partition"), key)).to_pandas())
-        for group, change, logged, gone in zip(out["group"], out["change"], out["events"], out["removed"],
-                                               strict=True):
-            events.extend(pickle.loads(logged) if logged is not None else [])
-            if gone:
-                removed.add(group)
+def through_processor(tester: TwsTester, table: pa.Table) -> tuple[dict[str, GroupChange], list[RebalanceEvent],
+                                                                   set[str], KeyCounts]:
+    """One batch's decoded rows through the processor, key by key as the job keys them (the rows without an
+    offsets-topic partition under -1); its changes, events, removed groups and summed counts."""
+    keys = pc.fill_null(table.column("kafka_partition"), -1)
+    changes, events, removed, counts = {}, [], set(), KeyCounts()
+    for key in pc.unique(keys).to_pylist():
+        out = tester.testInPandas(key, table.filter(pc.equal(keys, key)).to_pandas())
+        for row in out.to_dict("records"):
+            if row.get("counts") is not None:
+                counts.add(pickle.loads(row["counts"]))
+                continue
+            events.extend(pickle.loads(row["events"]) if row["events"] is not None else [])
+            if row["removed"]:
+                removed.add(row["group"])
             else:
-                changes[group] = pickle.loads(change)
-    return changes, events, removed
+                changes[row["group"]] = pickle.loads(row["change"])
+    return changes, events, removed, counts
 
 
-@pytest.mark.parametrize("buckets", [0, 7])
+@pytest.mark.parametrize("fold", ["job", "prototype-buckets"])
 def test_the_state_store_fold_hands_over_the_driver_folds_changes_events_and_removals_batch_after_batch(
-        buckets: int) -> None:
+        fold: str) -> None:
     stage = GroupStage()
     now_ms = T0
-    tester = TwsTester(processor(buckets, clock=lambda: now_ms / 1000), outputMode="Update")
+
+    def clock() -> float:
+        return now_ms / 1000
+
+    made = processor(FoldSettings(), clock) if fold == "job" else state_store_fold.processor(7, clock)
+    tester = TwsTester(made, outputMode="Update")
     seen_events = 0
     for n, records in enumerate(batches()):
         batch = decoded_records(records)
         now_ms = T0 + 60_000 * (n + 1)
         result = stage.apply(batch)
         want = {change.group: change for change in stage.changes(result, now_ms)}
-        changes, events, removed = through_processor(tester, decoded_records(records))
+        table = decoded_table(records)
+        if fold != "job":  # the prototype's query hands its processor the fold's rows only
+            batch_rows = decoded_records(records)
+            table = pa.concat_tables([batch_rows.commits, batch_rows.group_records])
+        changes, events, removed, counts = through_processor(tester, table)
         assert changes == want
+        if fold == "job":  # the counts the driver fold makes of the whole batch, added up over the keys
+            assert counts.records == batch.records and sum(counts.records.values()) > 0
+            assert counts.folded_through_ms == batch.folded_through_ms is not None
         assert sorted(events, key=repr) == sorted(result.events, key=repr)
         assert removed == result.removed
         seen_events += len(events)

@@ -1,0 +1,141 @@
+"""The driver sink of the state-store fold (``--fold state-store``): it publishes what the executors folded.
+
+The same order as :class:`~streaming.driver.sink.BatchSink` for restarts: events and dead letters under the
+batch id, risen floors on disk, then publishing; the group state itself is Spark's, committed with the batch.
+The driver keeps no group state: only what it serves, plus, for each group shown without members, its last
+whole change until ``--abandoned-after`` runs out, so the group turns abandoned on time with no batch to
+say so (:meth:`publish_due`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+import threading
+import time
+from typing import Any
+
+from streaming.cluster.metadata import TopicNames
+from streaming.driver.floor_log import FloorLog
+from streaming.driver.publish import Publisher
+from streaming.driver.sink import young_garbage_only
+from streaming.groups.boundary import CHURN_WINDOW_MS
+from streaming.groups.stage import StageLimits
+from streaming.groups.stateful.rows import Handed
+from streaming.logs.dead_letters import DeadLetterLog
+from streaming.logs.events import EventLog
+from streaming.logs.upkeep import EventLogUpkeep
+from streaming.protocol import ABANDONED, INACTIVE, BatchReport, GroupChange
+
+log = logging.getLogger(__name__)
+
+
+class ChangesSink:
+    """``foreachBatch`` body over the fold's rows (:class:`~streaming.groups.stateful.rows.Handed`)."""
+
+    def __init__(self, limits: StageLimits, publisher: Publisher, event_log: EventLog, dead_letters: DeadLetterLog,
+                 topic_names: TopicNames, restored: Handed | None = None, floor_log: FloorLog | None = None,
+                 upkeep: EventLogUpkeep | None = None) -> None:
+        self.limits = limits
+        self.publisher = publisher
+        self.event_log = event_log
+        self.dead_letters = dead_letters
+        self.topic_names = topic_names
+        self.floor_log = floor_log
+        self.upkeep = upkeep
+        self.last_report = BatchReport()
+        self.groups: set[str] = set()  # the groups shown
+        self._members_dropped: dict[str, int] = {}
+        self._inactive: dict[str, tuple[int, GroupChange]] = {}  # group -> (abandoned at, its last whole change)
+        self._deadlines: list[tuple[int, str]] = []
+        self._lock = threading.Lock()
+        if restored is not None:
+            with young_garbage_only():
+                self._publish(restored.changes, set(), None, None)
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        started = time.monotonic()
+        handed = Handed.from_arrow(df.toArrow())
+        collected = time.monotonic()
+        with young_garbage_only(), self.publisher.batch():
+            self.handle(handed, batch_id)
+        counts = handed.counts
+        groups = len(handed.changes) + len(handed.removed)
+        self.last_report = BatchReport(batch_id, counts.records, counts.errors, groups, len(handed.events),
+                                       collected - started, time.monotonic() - collected)
+
+    def handle(self, handed: Handed, batch_id: int) -> None:
+        with self._lock:
+            counts = handed.counts
+            self.event_log.append(batch_id, self.topic_names.resolve(handed.events))
+            if self.upkeep is not None:
+                self.upkeep.after_append(batch_id)
+            self.dead_letters.append(batch_id, counts.dead_letters)
+            instruments = self.publisher.instruments
+            instruments.count_records(counts.records, counts.newest_record_ms)
+            instruments.count_decode_errors(counts.errors)
+            self._publish(handed.changes, handed.removed, batch_id, counts.folded_through_ms)
+            self.publisher.book.folded_through(counts.folded_through_ms)
+            for change in handed.changes:
+                if change.summary is not None:
+                    self._members_dropped.pop(change.group, None)
+            self._members_dropped.update((g, n) for g, n in counts.members_dropped.items() if n)
+            for group in handed.removed:
+                self._members_dropped.pop(group, None)
+            instruments.count_limits(counts.limit_hits, 0, sum(self._members_dropped.values()))
+
+    def publish_due(self, now_ms: int) -> int:
+        """Publish the groups shown inactive whose ``--abandoned-after`` ran out by ``now_ms`` (the activity
+        clock's thread); how many. Skipped while a batch is handled: its changes come first."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            due: list[GroupChange] = []
+            while self._deadlines and self._deadlines[0][0] <= now_ms:
+                deadline, group = heapq.heappop(self._deadlines)
+                kept = self._inactive.get(group)
+                if kept is not None and kept[0] == deadline:
+                    del self._inactive[group]
+                    due.append(self._abandoned(kept[1], now_ms))
+            self._publish(due, set(), None, None)
+            return len(due)
+        finally:
+            self._lock.release()
+
+    def _abandoned(self, change: GroupChange, now_ms: int) -> GroupChange:
+        """The group's last whole change as the fold would summarise it at ``now_ms``: abandoned, no member churn
+        left in the window once that is shorter than ``--abandoned-after``."""
+        summary = change.summary
+        assert summary is not None
+        churn = () if self.limits.abandoned_after_ms >= CHURN_WINDOW_MS else summary.member_churn
+        return dataclasses.replace(change, summary=dataclasses.replace(
+            summary, activity=ABANDONED, as_of_ms=now_ms, member_churn=churn))
+
+    def _publish(self, changes: list[GroupChange], removed: set[str], batch_id: int | None,
+                 folded_through_ms: int | None) -> None:
+        if self.floor_log is not None:
+            self.publisher.floors.prepare(changes, removed)
+            self.floor_log.write(batch_id, folded_through_ms, self.publisher.floors)
+        for change in changes:
+            self.publisher.apply(change)
+            self.groups.add(change.group)
+            self._keep_if_inactive(change)
+        for group in removed:
+            self.publisher.remove(group)
+            self.groups.discard(group)
+            self._inactive.pop(group, None)
+
+    def _keep_if_inactive(self, change: GroupChange) -> None:
+        summary = change.summary
+        if summary is None:
+            return
+        if summary.activity != INACTIVE:
+            self._inactive.pop(change.group, None)
+            return
+        deadline = max(summary.last_member_ms or 0, summary.last_commit_ms or 0) + self.limits.abandoned_after_ms + 1
+        self._inactive[change.group] = (deadline, change)
+        heapq.heappush(self._deadlines, (deadline, change.group))
+        if len(self._deadlines) > 2 * len(self._inactive) + 1000:
+            self._deadlines = [(at, g) for g, (at, _) in self._inactive.items()]
+            heapq.heapify(self._deadlines)

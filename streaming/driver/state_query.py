@@ -1,0 +1,85 @@
+"""The streaming query of the state-store fold (``--fold state-store``): decode, fold on the executors, publish.
+
+The plan: the Kafka source, the decode stage (``mapInArrow``), then the fold keyed by offsets-topic partition
+(:mod:`streaming.groups.stateful`) with one state partition per offsets-topic partition, so each executor task
+holds and hands over one partition's groups; ``foreachBatch`` gets only the fold's rows
+(:class:`~streaming.driver.changes_sink.ChangesSink`). At each start every group of the last committed batch is
+read back from the checkpoint's state store and shown before the first batch.
+
+A checkpoint belongs to one fold for its life: Spark fixes the plan's stateful operator and its partitions at
+the first start, and the driver fold keeps its state beside Spark's, so the mode is written in the checkpoint
+and a start with the other one is refused (:mod:`streaming.driver.fold_mode`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from streaming.decode.config import SourceConfig
+from streaming.decode.source import decode, excluded_groups
+from streaming.driver.changes_sink import ChangesSink
+from streaming.driver.floor_log import FloorLog
+from streaming.driver.query import QueryRunner
+from streaming.driver.sink import Sink
+from streaming.groups.stateful.processor import KEY_COLUMN, FoldSettings, processor
+from streaming.groups.stateful.restore import restore
+from streaming.groups.stateful.rows import SCHEMA, Handed
+from streaming.groups.store import last_committed_batch
+from streaming.logs.dead_letters import DeadLetterLog
+
+log = logging.getLogger("rebalance_monitor")
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# The offsets topic's default partitions (offsets.topic.num.partitions), when its count cannot be read.
+DEFAULT_STATE_PARTITIONS = 50
+
+ChangesSinkFactory = Callable[[DeadLetterLog, Handed | None, FloorLog], ChangesSink]
+
+
+class StateStoreRunner(QueryRunner):
+    """:class:`QueryRunner` with the fold in Spark's state store."""
+
+    fold = "state-store"
+
+    def __init__(self, *args: Any, settings: FoldSettings, make_changes_sink: ChangesSinkFactory,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.settings = settings
+        self.make_changes_sink = make_changes_sink
+
+    def _restore(self, publish: bool) -> None:
+        started = time.monotonic()
+        last_committed = last_committed_batch(self.driver.checkpoint_dir / "spark")
+        restored = restore(self.spark, self.driver.checkpoint_dir / "spark", last_committed,
+                           self.settings) if publish else None
+        if restored is not None:
+            excluded = excluded_groups(self.spark, {c.group for c in restored.changes}, self.source)
+            restored.changes = [c for c in restored.changes if c.group not in excluded]
+        dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
+                                     self.source.dead_letter_max)
+        self.floor_log.restored(last_committed)
+        self.sink = self.make_changes_sink(dead_letters, restored, self.floor_log)
+        self.floor_log.write(None, None, self.publisher.floors)
+        log.info("restored %d groups from the checkpoint's state store in %.2fs",
+                 len(restored.changes) if restored else 0, time.monotonic() - started)
+
+    def _stream(self, source: SourceConfig) -> Any:
+        from pyspark.sql import functions as F
+
+        partitions = self._topic_partitions()
+        conf = self.spark.conf
+        conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        # Read by Spark at the checkpoint's first start only, then fixed by the checkpoint.
+        conf.set("spark.sql.shuffle.partitions", self.driver.spark_settings.get(
+            "spark.sql.shuffle.partitions", str(partitions or DEFAULT_STATE_PARTITIONS)))
+        decoded = decode(super()._stream(source), source, None)
+        keyed = decoded.withColumn(KEY_COLUMN, F.coalesce(F.col("kafka_partition"), F.lit(-1)))
+        return keyed.groupBy(KEY_COLUMN).transformWithStateInPandas(
+            statefulProcessor=processor(self.settings), outputStructType=SCHEMA, outputMode="Append",
+            timeMode="None")
+
+    def _batch_body(self, sink: Sink, source: SourceConfig) -> Callable[[Any, int], None]:
+        return sink

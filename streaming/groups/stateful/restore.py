@@ -1,0 +1,53 @@
+"""Every group of the last committed batch, read back from the checkpoint's state store at start.
+
+Spark's state data source (``format("statestore")``) reads the fold's map state as of a batch id; the
+executors rebuild each group's change from its saved value (:meth:`GroupStage.change`, whole), so the driver
+shows every group before the first batch, as the driver fold does from its own store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from streaming.groups.stage import GroupStage
+from streaming.groups.stateful.processor import FoldSettings
+from streaming.groups.stateful.rows import SCHEMA, Handed, change_row
+from streaming.groups.stateful.saved import STATE_NAME, load, loads
+
+
+def changes_from(settings: FoldSettings, now_ms: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` body: state rows (group, saved value) to change rows."""
+    from streaming.groups.stateful.rows import COLUMNS
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            stage = GroupStage(settings.limits)
+            groups = batch.column("group").to_pylist()
+            for group, value in zip(groups, batch.column("saved").to_pylist(), strict=True):
+                load(stage, group, loads(value))
+            rows = [change_row(stage.change(group, now_ms), []) for group in sorted(groups)]
+            yield pa.RecordBatch.from_pylist([dict(zip(COLUMNS, row, strict=True)) for row in rows],
+                                             schema=_arrow_schema())
+
+    return run
+
+
+def _arrow_schema() -> pa.Schema:
+    return pa.schema([("group", pa.string()), ("change", pa.binary()), ("events", pa.binary()),
+                      ("removed", pa.bool_()), ("counts", pa.binary())])
+
+
+def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: FoldSettings,
+            clock: Callable[[], float] = time.time) -> Handed:
+    """The changes of every group the state held after ``batch_id`` (None: nothing committed, nothing held)."""
+    if batch_id is None:
+        return Handed()
+    state = (spark.read.format("statestore").option("stateVarName", STATE_NAME).option("batchId", batch_id)
+             .load(str(spark_checkpoint)))
+    rows = state.selectExpr("user_map_key.group AS group", "user_map_value.saved AS saved")
+    return Handed.from_arrow(rows.mapInArrow(changes_from(settings, int(clock() * 1000)), SCHEMA).toArrow())
