@@ -56,10 +56,16 @@ def event_content(events: list) -> list[tuple]:
                    tuple(e.causes or ()), e.partitions_moved) for e in events)
 
 
-def test_driver_sigkill_mid_batch_repeatedly(kafka_broker, admin: Admin, unique: str, tmp_path) -> None:
+# The faulted job folds in either place; the oracle is always a clean job with the driver fold.
+FOLDS = [pytest.param([], id="driver-fold"), pytest.param(["--fold", "state-store"], id="state-store-fold")]
+
+
+@pytest.mark.parametrize("fold", FOLDS)
+def test_driver_sigkill_mid_batch_repeatedly(kafka_broker, admin: Admin, unique: str, tmp_path,
+                                             fold: list[str]) -> None:
     """Kill the driver (SIGKILL, whole process group) at random points of batches while two groups
     churn, restart from the same checkpoint each time: every rebalance lands in the event log exactly
-    once, and the gauges and counters equal a clean job's over the same topic."""
+    once, and the gauges and counters equal a clean job's (driver fold) over the same topic."""
     seed = int(time.time())
     rng = random.Random(seed)
     prefix = f"faults-kill-{unique}"
@@ -68,7 +74,7 @@ def test_driver_sigkill_mid_batch_repeatedly(kafka_broker, admin: Admin, unique:
     groups = [f"{prefix}-a", f"{prefix}-b"]
     churn = Churn(kafka_broker.bootstrap, topic, groups, seed)
     args = ["--include-groups", f"^{prefix}-", "--cluster", "faults", "--master", "local[2]"]
-    job = JobProcess(tmp_path / "killed", kafka_broker.bootstrap, args)
+    job = JobProcess(tmp_path / "killed", kafka_broker.bootstrap, [*args, *fold])
     mid_batch: list[bool] = []
     try:
         churn.start_anchors()
@@ -345,10 +351,13 @@ def monitor_stalled(promtool: str, workdir: Path, samples: list[tuple[float, flo
     return results
 
 
-def test_standalone_cluster_loses_a_worker(kafka_broker, admin: Admin, unique: str, tmp_path) -> None:
+@pytest.mark.parametrize("fold", FOLDS)
+def test_standalone_cluster_loses_a_worker(kafka_broker, admin: Admin, unique: str, tmp_path,
+                                           fold: list[str]) -> None:
     """The job submitted with deploy/spark-submit to a standalone master with two one-core workers; one
     worker is SIGKILLed (with its executor) mid-stream while groups churn. The query goes on with the
-    survivor, and the event log and series equal a clean local job's over the same topic."""
+    survivor, and the event log and series equal a clean local job's (driver fold) over the same topic.
+    With the state-store fold, both workers hold state store instances before the kill."""
     seed = int(time.time())
     rng = random.Random(seed)
     prefix = f"faults-cluster-{unique}"
@@ -358,7 +367,7 @@ def test_standalone_cluster_loses_a_worker(kafka_broker, admin: Admin, unique: s
     churn = Churn(kafka_broker.bootstrap, topic, groups, seed)
     args = ["--include-groups", f"^{prefix}-", "--cluster", "faults"]
     cluster = SparkCluster(tmp_path / "spark")
-    job = JobProcess(tmp_path / "cluster-job", kafka_broker.bootstrap, args,
+    job = JobProcess(tmp_path / "cluster-job", kafka_broker.bootstrap, [*args, *fold],
                      command=[str(REPO / "deploy" / "spark-submit")],
                      env={"SPARK_MASTER": cluster.url, "SPARK_SUBMIT_ARGS": CLUSTER_SUBMIT_ARGS,
                           "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -370,6 +379,9 @@ def test_standalone_cluster_loses_a_worker(kafka_broker, admin: Admin, unique: s
         wait_until(lambda: cluster.app_cores() == 2 or not job.running, 180, "an executor on each worker")
         job.wait(lambda s: all(value(s, "kafka_consumergroup_generation", group=g) for g in groups),
                  "both groups from the cluster's executors")
+        if fold:  # the state split: each worker's executor holds some of the 50 state partitions
+            stores = {name: len(state_stores(cluster, name)) for name in ("worker-0", "worker-1")}
+            assert all(stores.values()), stores
         mid_batch = kill_worker_mid_batch(job, cluster, rng)
         killed_at = time.time()
         rebalances = churn.steps
@@ -400,6 +412,11 @@ def test_standalone_cluster_loses_a_worker(kafka_broker, admin: Admin, unique: s
         for key in [k for k in series_ if k[0] == DEPARTURES]:
             del series_[key]
     assert on_cluster_series == clean_series
+
+
+def state_stores(cluster: SparkCluster, worker: str) -> list[Path]:
+    """The state store instances (RocksDB, one per state partition) a worker's executor opened."""
+    return [d for d in cluster.local_dir(worker).rglob("StateStoreId*") if d.is_dir()]
 
 
 # Small executors: a one-core worker with 1g runs one of them.

@@ -47,6 +47,9 @@ def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: 
     """The changes of every group the state held after ``batch_id`` (None: nothing committed, nothing held)."""
     if batch_id is None:
         return Handed()
+    # The state store's provider reports to the driver's StateStoreCoordinator, which Spark creates with the
+    # session's streaming query manager: in a new process no query has made it yet.
+    spark.streams  # noqa: B018
     state = (spark.read.format("statestore").option("stateVarName", STATE_NAME).option("batchId", batch_id)
              .load(str(spark_checkpoint)))
     rows = state.selectExpr("user_map_key.group AS group", "user_map_value.saved AS saved")
