@@ -400,8 +400,8 @@ class GroupChange:
     ``summary`` None: only commits moved, and nothing else a summary shows can have moved with them,
     so only the group's offset series, commit count and lag are rendered again. ``assignments``
     (each member's partitions by owner key) is None exactly then: the members' partitions stay as they
-    were. Plain data only, so that a change could travel as a row if the group fold ever runs in
-    Spark's executors.
+    were. Plain data only: with ``--fold state-store`` it travels as a row from the executors
+    (:mod:`streaming.groups.stateful.rows`).
     """
 
     group: str

@@ -1,0 +1,117 @@
+"""The state-store fold's driver sink: what the executors hand over, shown as the driver fold would show it.
+
+The executors' fold is the driver fold's own stage; what the driver sink adds is the clock: a group shown
+without members turns abandoned when ``--abandoned-after`` runs out with no batch to say so. The driver fold
+(a GroupStage fed the same batches) is the oracle.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from decoders.records import RECORD_TYPE_NAMES
+from streaming.cluster.metadata import TopicNames
+from streaming.driver.changes_sink import ChangesSink
+from streaming.driver.publish import build_publishing
+from streaming.groups.stage import GroupStage, StageLimits
+from streaming.groups.stateful.rows import Handed, KeyCounts
+from streaming.lag.tracker import LagTracker
+from streaming.logs.dead_letters import DeadLetterLog
+from streaming.logs.events import EventLog
+from streaming.protocol import BatchResult, GroupChange
+from tests.support.stage_records import commit, generation
+from tests.unit.driver.test_sink import batch, value
+
+ABANDONED_AFTER_MS = 60_000
+LIMITS = StageLimits(abandoned_after_ms=ABANDONED_AFTER_MS)
+
+
+def changes_sink(tmp_path: Path) -> tuple[ChangesSink, list[GroupChange]]:
+    """A sink and the list of every change it publishes."""
+    sink = ChangesSink(LIMITS, build_publishing("c", LagTracker()), EventLog(tmp_path / "events"),
+                       DeadLetterLog(tmp_path / "dead-letters", "__consumer_offsets", 10), TopicNames(dict))
+    published: list[GroupChange] = []
+    apply = sink.publisher.apply
+
+    def recording(change: GroupChange) -> None:
+        published.append(change)
+        apply(change)
+
+    sink.publisher.apply = recording  # type: ignore[method-assign]
+    return sink, published
+
+
+def fed(sink: ChangesSink, stage: GroupStage, rows: list, batch_id: int, time_ms: int) -> None:
+    """One batch folded by ``stage`` (as an executor folds it) and handed to ``sink``."""
+    result = stage.apply(batch(rows, batch_id * 10, time_ms=time_ms))
+    sink.handle(Handed(changes=stage.changes(result, time_ms), removed=result.removed,
+                       counts=KeyCounts(records=batch(rows, batch_id * 10, time_ms=time_ms).records)), batch_id)
+
+
+def activity(sink: ChangesSink) -> list[str]:
+    return [a for a in ("active", "inactive", "abandoned")
+            if value(sink, "kafka_consumergroup_activity", group="g", activity=a) == 1]  # type: ignore[arg-type]
+
+
+def emptied(tmp_path: Path, left_ms: int) -> tuple[ChangesSink, list[GroupChange], GroupStage]:
+    """Group ``g`` had a member and committed, then went Empty at ``left_ms``."""
+    sink, published = changes_sink(tmp_path)
+    stage = GroupStage(LIMITS)
+    fed(sink, stage, [generation("g", 1, {"m": {"t": [0]}}, ts=left_ms - 5_000),
+                      commit("g", "t", 0, 3, ts=left_ms - 5_000)], 0, left_ms - 5_000)
+    fed(sink, stage, [generation("g", 2, {}, ts=left_ms)], 1, left_ms)
+    return sink, published, stage
+
+
+def test_a_group_shown_inactive_turns_abandoned_on_time_as_the_driver_fold_turns_it(tmp_path: Path) -> None:
+    left = int(time.time() * 1000) - ABANDONED_AFTER_MS + 10_000
+    sink, published, stage = emptied(tmp_path, left)
+    assert activity(sink) == ["inactive"]
+    assert sink.publish_due(left + ABANDONED_AFTER_MS) == 0  # at the deadline, not past it
+    assert stage.changes(BatchResult(), left + ABANDONED_AFTER_MS) == []
+    due = left + ABANDONED_AFTER_MS + 1
+    assert sink.publish_due(due) == 1
+    assert activity(sink) == ["abandoned"]
+    assert published[-1] == stage.changes(BatchResult(), due)[0]  # the driver fold's change, field for field
+    assert sink.publish_due(due + ABANDONED_AFTER_MS) == 0  # handed over once
+
+
+def test_a_group_that_came_back_or_went_is_not_turned(tmp_path: Path) -> None:
+    left = int(time.time() * 1000) - ABANDONED_AFTER_MS + 10_000
+    sink, _, stage = emptied(tmp_path, left)
+    fed(sink, stage, [generation("g", 3, {"m2": {"t": [0]}}, ts=left + 1_000)], 2, left + 1_000)
+    assert activity(sink) == ["active"]
+    assert sink.publish_due(left + 10 * ABANDONED_AFTER_MS) == 0
+    assert activity(sink) == ["active"]
+
+    sink, _, stage = emptied(tmp_path / "removed", left)
+    sink.handle(Handed(removed={"g"}), 2)
+    assert sink.publish_due(left + 10 * ABANDONED_AFTER_MS) == 0
+    assert activity(sink) == [] and sink.groups == set()
+
+
+def test_the_keys_counts_add_up_to_the_batchs(tmp_path: Path) -> None:
+    sink, _ = changes_sink(tmp_path)
+    one = KeyCounts(records={1: 3}, errors={"bad_value": 1}, newest_record_ms=50, read_through_ms=40,
+                    members_dropped={"a": 2})
+    two = KeyCounts(records={1: 2, 2: 1}, newest_record_ms=70, read_through_ms=30, limit_hits={"x": 1})
+    rest = KeyCounts(records={0: 4}, newest_record_ms=90)  # the decode's counts without a partition
+    total = KeyCounts()
+    for counts in (one, two, rest):
+        total.add(counts)
+    assert (total.records, total.errors, total.newest_record_ms, total.folded_through_ms, total.members_dropped,
+            total.limit_hits) == ({1: 5, 2: 1, 0: 4}, {"bad_value": 1}, 90, 30, {"a": 2}, {"x": 1})
+    assert KeyCounts(newest_record_ms=90).folded_through_ms == 90  # no partition read: the newest record
+    sink.handle(Handed(counts=total), 0)
+    registry = sink.publisher.instruments.registry
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"cluster": "c", **labels})
+
+    assert sample("rebalance_monitor_records_total", record_type=RECORD_TYPE_NAMES[1]) == 5
+    assert sample("rebalance_monitor_members_dropped") == 2
+    # A later batch that summarises group a again without dropping anyone: none left out now.
+    now = int(time.time() * 1000)
+    fed(sink, GroupStage(LIMITS), [generation("a", 1, {"m": {"t": [0]}}, ts=now)], 1, now)
+    assert sample("rebalance_monitor_members_dropped") == 0
