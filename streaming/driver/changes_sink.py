@@ -54,6 +54,13 @@ class ChangesSink:
             with young_garbage_only():
                 self._publish(restored.changes, set(), None, None)
 
+    def carry_over(self, previous: ChangesSink) -> None:
+        """Take what the sink of the query's last run kept (a query restarted in this process: the groups it
+        showed, the deadlines of those shown inactive, the members left out); its state store is Spark's."""
+        self.groups = previous.groups
+        self._members_dropped = previous._members_dropped
+        self._inactive, self._deadlines = previous._inactive, previous._deadlines
+
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
         handed = Handed.from_arrow(df.toArrow())

@@ -61,7 +61,10 @@ class StateStoreRunner(QueryRunner):
         dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
                                      self.source.dead_letter_max)
         self.floor_log.restored(last_committed)
+        previous = self.sink
         self.sink = self.make_changes_sink(dead_letters, restored, self.floor_log)
+        if not publish and isinstance(previous, ChangesSink):  # a restart in this process shows what it showed
+            self.sink.carry_over(previous)
         self.floor_log.write(None, None, self.publisher.floors)
         log.info("restored %d groups from the checkpoint's state store in %.2fs",
                  len(restored.changes) if restored else 0, time.monotonic() - started)

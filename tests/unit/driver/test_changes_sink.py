@@ -115,3 +115,13 @@ def test_the_keys_counts_add_up_to_the_batchs(tmp_path: Path) -> None:
     now = int(time.time() * 1000)
     fed(sink, GroupStage(LIMITS), [generation("a", 1, {"m": {"t": [0]}}, ts=now)], 1, now)
     assert sample("rebalance_monitor_members_dropped") == 0
+
+
+def test_a_query_restarted_in_process_keeps_what_the_last_run_showed(tmp_path: Path) -> None:
+    left = int(time.time() * 1000) - ABANDONED_AFTER_MS + 10_000
+    failed, _, _ = emptied(tmp_path, left)
+    restarted, published = changes_sink(tmp_path / "restarted")  # no restore: what is shown is at least as new
+    restarted.carry_over(failed)
+    assert restarted.groups == {"g"}
+    assert restarted.publish_due(left + ABANDONED_AFTER_MS + 1) == 1
+    assert [c.summary.activity for c in published if c.summary is not None] == ["abandoned"]
