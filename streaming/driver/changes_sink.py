@@ -19,7 +19,7 @@ from typing import Any
 from streaming.cluster.metadata import TopicNames
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.publish import Publisher
-from streaming.driver.sink import young_garbage_only
+from streaming.driver.sink import Outputs, young_garbage_only
 from streaming.groups.boundary import CHURN_WINDOW_MS
 from streaming.groups.stage import StageLimits
 from streaming.groups.stateful.rows import Handed
@@ -31,20 +31,14 @@ from streaming.protocol import ABANDONED, INACTIVE, BatchReport, GroupChange
 log = logging.getLogger(__name__)
 
 
-class ChangesSink:
+class ChangesSink(Outputs):
     """``foreachBatch`` body over the fold's rows (:class:`~streaming.groups.stateful.rows.Handed`)."""
 
     def __init__(self, limits: StageLimits, publisher: Publisher, event_log: EventLog, dead_letters: DeadLetterLog,
                  topic_names: TopicNames, restored: Handed | None = None, floor_log: FloorLog | None = None,
                  upkeep: EventLogUpkeep | None = None) -> None:
+        super().__init__(publisher, event_log, dead_letters, topic_names, floor_log, upkeep)
         self.limits = limits
-        self.publisher = publisher
-        self.event_log = event_log
-        self.dead_letters = dead_letters
-        self.topic_names = topic_names
-        self.floor_log = floor_log
-        self.upkeep = upkeep
-        self.last_report = BatchReport()
         self.groups: set[str] = set()  # the groups shown
         self._members_dropped: dict[str, int] = {}
         self._inactive: dict[str, tuple[int, GroupChange]] = {}  # group -> (abandoned at, its last whole change)
@@ -75,10 +69,7 @@ class ChangesSink:
     def handle(self, handed: Handed, batch_id: int) -> None:
         with self._lock:
             counts = handed.counts
-            self.event_log.append(batch_id, self.topic_names.resolve(handed.events))
-            if self.upkeep is not None:
-                self.upkeep.after_append(batch_id)
-            self.dead_letters.append(batch_id, counts.dead_letters)
+            self._log(batch_id, self.topic_names.resolve(handed.events), counts.dead_letters)
             instruments = self.publisher.instruments
             instruments.count_records(counts.records, counts.newest_record_ms)
             instruments.count_decode_errors(counts.errors)
@@ -121,15 +112,11 @@ class ChangesSink:
 
     def _publish(self, changes: list[GroupChange], removed: set[str], batch_id: int | None,
                  folded_through_ms: int | None) -> None:
-        if self.floor_log is not None:
-            self.publisher.floors.prepare(changes, removed)
-            self.floor_log.write(batch_id, folded_through_ms, self.publisher.floors)
+        super()._publish(changes, removed, batch_id, folded_through_ms)
         for change in changes:
-            self.publisher.apply(change)
             self.groups.add(change.group)
             self._keep_if_inactive(change)
         for group in removed:
-            self.publisher.remove(group)
             self.groups.discard(group)
             self._inactive.pop(group, None)
 

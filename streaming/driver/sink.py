@@ -28,7 +28,7 @@ from streaming.groups.store import StateStore
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
 from streaming.logs.upkeep import EventLogUpkeep
-from streaming.protocol import BatchInput, BatchReport, BatchResult, GroupChange
+from streaming.protocol import BatchInput, BatchReport, BatchResult, DeadLetter, GroupChange, RebalanceEvent
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,40 @@ def young_garbage_only(full: bool = False) -> Iterator[None]:
         gc.enable()
 
 
-class BatchSink:
+class Outputs:
+    """Where either fold's sink puts a batch: the event log and dead letters under the batch id, then the
+    changes shown, with the counter floors they raise written first (with a floor log)."""
+
+    def __init__(self, publisher: Publisher, event_log: EventLog, dead_letters: DeadLetterLog,
+                 topic_names: TopicNames, floor_log: FloorLog | None = None,
+                 upkeep: EventLogUpkeep | None = None) -> None:
+        self.publisher = publisher
+        self.event_log = event_log
+        self.dead_letters = dead_letters
+        self.topic_names = topic_names
+        self.floor_log = floor_log
+        self.upkeep = upkeep
+        self.last_report = BatchReport()
+
+    def _log(self, batch_id: int, events: list[RebalanceEvent], dead_letters: list[DeadLetter]) -> None:
+        self.event_log.append(batch_id, events)
+        if self.upkeep is not None:
+            self.upkeep.after_append(batch_id)
+        self.dead_letters.append(batch_id, dead_letters)
+
+    def _publish(self, changes: list[GroupChange], removed: set[str], batch_id: int | None,
+                 folded_through_ms: int | None) -> None:
+        """Changes and removals shown, what they raise on disk first (with a floor log)."""
+        if self.floor_log is not None:
+            self.publisher.floors.prepare(changes, removed)
+            self.floor_log.write(batch_id, folded_through_ms, self.publisher.floors)
+        for change in changes:
+            self.publisher.apply(change)
+        for group in removed:
+            self.publisher.remove(group)
+
+
+class BatchSink(Outputs):
     """``foreachBatch`` body; also publishes the checkpointed state when the process starts, before any batch.
 
     A query restarted in the same process (``publish_restored`` False) does not publish the state it
@@ -101,16 +134,10 @@ class BatchSink:
                  event_log: EventLog, dead_letters: DeadLetterLog, topic_names: TopicNames,
                  publish_restored: bool = True, floor_log: FloorLog | None = None,
                  upkeep: EventLogUpkeep | None = None) -> None:
+        super().__init__(publisher, event_log, dead_letters, topic_names, floor_log, upkeep)
         self.config = config
         self.stage = stage
         self.store = store
-        self.publisher = publisher
-        self.event_log = event_log
-        self.dead_letters = dead_letters
-        self.topic_names = topic_names
-        self.floor_log = floor_log
-        self.upkeep = upkeep
-        self.last_report = BatchReport()
         self._last_sweep = time.monotonic()
         self._batches = 0
         self._lock = threading.Lock()  # the stage is folded or asked by one thread at a time
@@ -165,10 +192,7 @@ class BatchSink:
             result.removed |= expired
             result.changed -= expired
         result.events = self.topic_names.resolve(result.events)
-        self.event_log.append(batch_id, result.events)
-        if self.upkeep is not None:
-            self.upkeep.after_append(batch_id)
-        self.dead_letters.append(batch_id, result.dead_letters)
+        self._log(batch_id, result.events, result.dead_letters)
         self.store.write_delta(batch_id, batch, expired)
         instruments = self.publisher.instruments
         instruments.count_records(batch.records, batch.newest_record_ms)
@@ -193,14 +217,3 @@ class BatchSink:
             return len(changes)
         finally:
             self._lock.release()
-
-    def _publish(self, changes: list[GroupChange], removed: set[str], batch_id: int | None,
-                 folded_through_ms: int | None) -> None:
-        """Changes and removals shown, what they raise on disk first (with a floor log)."""
-        if self.floor_log is not None:
-            self.publisher.floors.prepare(changes, removed)
-            self.floor_log.write(batch_id, folded_through_ms, self.publisher.floors)
-        for change in changes:
-            self.publisher.apply(change)
-        for group in removed:
-            self.publisher.remove(group)

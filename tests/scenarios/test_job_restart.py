@@ -5,39 +5,59 @@ from __future__ import annotations
 import io
 import logging
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from benchmarks.synthetic import Workload, backlog, produce
 from decoders import decode
 from streaming.decode.config import JOB_GROUP_PREFIX
+from streaming.driver.fold_mode import FoldModeMismatch
 from streaming.logs.dead_letters import print_dead_letters
-from testbed.workload import Member, start_members, wait_balanced, wait_until
+from testbed.workload import Member, wait_balanced, wait_until
 from tests.support.decoder_encoder import encode_key
 from tests.support.exposition import series, value
-from tests.support.monitor_helpers import scrape, start_monitor, wait_for
+from tests.support.monitor_helpers import busy_and_idle, scrape, start_monitor, wait_for
 
 pytestmark = pytest.mark.slow
 
 
-def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tmp_path):
-    prefix = f"restart-{unique}"
-    topic = f"{prefix}-t"
-    admin.create_topic(topic, 4)
-    parts = [(topic, p) for p in range(4)]
+SHOWN = ("kafka_consumergroup_generation", "kafka_consumergroup_rebalances_total",
+         "kafka_consumergroup_current_members", "kafka_consumergroup_assigned_partitions",
+         "kafka_consumergroup_empty_transitions_total", "kafka_consumergroup_partitions_moved_total")
+
+
+@pytest.fixture
+def session_conf(spark) -> Iterator[None]:
+    """The shared session's settings the state-store fold sets, put back for the tests after this one."""
+    names = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass")
+    before = {name: spark.conf.get(name, None) for name in names}
+    yield
+    for name, was in before.items():
+        if was is None:
+            spark.conf.unset(name)
+        else:
+            spark.conf.set(name, was)
+
+
+@pytest.mark.parametrize("fold", ["driver", "state-store"])
+def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tmp_path, session_conf, fold):
+    """Groups rebalance while the job runs and while it is down; after the restart every group is shown
+    before the first batch and nothing is counted twice. With the state-store fold the groups are read back
+    from Spark's state store, the checkpoint refuses the driver fold, and a driver fold over the same records
+    shows the same and logs the same events."""
+    prefix = f"restart-{fold}-{unique}"
     busy, idle = f"{prefix}-busy", f"{prefix}-idle"
-    crew = {g: [Member(kafka_broker.bootstrap, g, [topic], f"{g}-C{i}") for i in range(2)] for g in (busy, idle)}
-    members.extend(m for ms in crew.values() for m in ms)
-    for ms in crew.values():
-        start_members(ms)
-    for ms in crew.values():
-        wait_balanced(ms, parts)
-    job_args = ("--include-groups", f"^{prefix}-")
+    topic, parts, crew = busy_and_idle(kafka_broker.bootstrap, admin, members, prefix)
+    fold_args = ("--fold", fold)
+    job_args = ("--include-groups", f"^{prefix}-", *fold_args)
 
     job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, *job_args)
     try:
         wait_for(job, lambda s: all(value(s, "kafka_consumergroup_generation", group=g) == crew[g][0].generation
-                                    for g in (busy, idle)), "both groups' baselines")
+                                    for g in (busy, idle)), "both groups' baselines", timeout=180)
+        if fold == "state-store":
+            assert spark.conf.get("spark.sql.shuffle.partitions") == "50"  # one per offsets-topic partition
         crew[busy].append(Member(kafka_broker.bootstrap, busy, [topic], f"{busy}-C2").start())
         members.append(crew[busy][-1])
         wait_balanced(crew[busy], parts)
@@ -58,13 +78,13 @@ def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tm
     job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, *job_args)
     try:
         # The idle group wrote nothing new, yet its gauges are there as soon as the job serves.
-        first = wait_for(job, lambda s: value(s, "kafka_consumergroup_generation", group=idle) is not None,
-                         "restored series")
+        first = scrape(job)
         assert value(first, "kafka_consumergroup_generation", group=idle) == idle_generation
         samples = wait_for(job, lambda s: value(s, "kafka_consumergroup_generation", group=busy)
                            == generation_after_downtime, "the rebalance that happened while down")
         assert value(samples, "kafka_consumergroup_rebalances_total", group=busy) == rebalances_before + 1
         assert value(samples, "kafka_consumergroup_generation", group=idle) == idle_generation
+        after_restart = {(name, g): value(samples, name, group=g) for name in SHOWN for g in (busy, idle)}
     finally:
         job.stop()
     events = job.event_log.read(busy)
@@ -74,13 +94,27 @@ def test_restart_from_checkpoint(spark, kafka_broker, admin, members, unique, tm
     assert events[: len(events_before)] == events_before
 
     # Restarted with a narrower filter (Java regex, as rlike runs it): the restored idle group is left out.
-    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--include-groups", f"^\\Q{busy}\\E$")
+    job = start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--include-groups", f"^\\Q{busy}\\E$", *fold_args)
     try:
         restored = scrape(job)
         assert value(restored, "kafka_consumergroup_generation", group=busy) == generation_after_downtime
         assert value(restored, "kafka_consumergroup_generation", group=idle) is None
     finally:
         job.stop()
+    if fold == "driver":
+        return
+
+    with pytest.raises(FoldModeMismatch, match="--fold state-store"):  # the checkpoint keeps its fold
+        start_monitor(spark, kafka_broker.bootstrap, tmp_path, "--include-groups", f"^{prefix}-")
+    driver = start_monitor(spark, kafka_broker.bootstrap, tmp_path / "driver", "--include-groups", f"^{prefix}-")
+    try:
+        samples = wait_for(driver, lambda s: value(s, "kafka_consumergroup_generation", group=busy)
+                           == generation_after_downtime, "the driver fold's catch-up")
+        assert {(name, g): value(samples, name, group=g) for name in SHOWN for g in (busy, idle)} == after_restart
+        assert None not in after_restart.values()
+    finally:
+        driver.stop()
+    assert driver.event_log.read(busy) == events
 
 
 def test_restart_after_a_w1_shaped_topic_reports_exactly_what_it_did(spark, kafka_broker, admin, tmp_path, unique):

@@ -25,6 +25,25 @@ def start_monitor(spark: Any, bootstrap: str, workdir: Path, *extra: str) -> Mon
     return Monitor(spark, options).start()
 
 
+def busy_and_idle(bootstrap: str, admin: Any, members: list[Any], prefix: str
+                  ) -> tuple[str, list[tuple[str, int]], dict[str, list[Any]]]:
+    """Topic ``{prefix}-t`` (4 partitions) and two classic groups of two members each, balanced: ``{prefix}-busy``
+    (which the restart tests rebalance) and ``{prefix}-idle``; the topic, its partitions and the members by group."""
+    from testbed.workload import Member, start_members, wait_balanced
+
+    topic = f"{prefix}-t"
+    admin.create_topic(topic, 4)
+    parts = [(topic, p) for p in range(4)]
+    crew = {g: [Member(bootstrap, g, [topic], f"{g}-C{i}") for i in range(2)] for g in (f"{prefix}-busy",
+                                                                                          f"{prefix}-idle")}
+    members.extend(m for ms in crew.values() for m in ms)
+    for ms in crew.values():
+        start_members(ms)
+    for ms in crew.values():
+        wait_balanced(ms, parts)
+    return topic, parts, crew
+
+
 def default_cadence() -> tuple[str, ...]:
     """Flags (given after start_monitor's) that put back the trigger and lag-poll intervals it shortens: the job
     at its defaults, as an operator runs it, where the time between a commit and its batch is seconds."""
