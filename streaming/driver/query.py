@@ -140,6 +140,7 @@ class QueryRunner:
             with self.publisher.floors.kept():
                 for group in sorted(self.sink.groups):
                     self.publisher.remove(group)
+            self.sink = None  # nothing of what it showed is carried over
         self._restore(publish=False)  # what is shown already is at least as new (see BatchSink)
         self._start_query()
 

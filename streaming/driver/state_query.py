@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from streaming.decode.config import SourceConfig
-from streaming.decode.source import decode, excluded_groups
+from streaming.decode.source import decode, excluded_groups, kafka_stream
 from streaming.driver.changes_sink import ChangesSink
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.query import QueryRunner
@@ -78,7 +78,7 @@ class StateStoreRunner(QueryRunner):
         # Read by Spark at the checkpoint's first start only, then fixed by the checkpoint.
         conf.set("spark.sql.shuffle.partitions", self.driver.spark_settings.get(
             "spark.sql.shuffle.partitions", str(partitions or DEFAULT_STATE_PARTITIONS)))
-        decoded = decode(super()._stream(source), source, None)
+        decoded = decode(kafka_stream(self.spark, self.kafka, source, partitions), source, None)
         keyed = decoded.withColumn(KEY_COLUMN, F.coalesce(F.col("kafka_partition"), F.lit(-1)))
         return keyed.groupBy(KEY_COLUMN).transformWithStateInPandas(
             statefulProcessor=processor(self.settings), outputStructType=SCHEMA, outputMode="Append",
