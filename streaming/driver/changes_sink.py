@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from streaming.cluster.metadata import TopicNames
@@ -22,13 +24,17 @@ from streaming.driver.publish import Publisher
 from streaming.driver.sink import Outputs, young_garbage_only
 from streaming.groups.boundary import CHURN_WINDOW_MS
 from streaming.groups.stage import StageLimits
-from streaming.groups.stateful.rows import Handed
+from streaming.groups.stateful.rows import Handed, changes_in
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
 from streaming.logs.upkeep import EventLogUpkeep
 from streaming.protocol import ABANDONED, INACTIVE, BatchReport, GroupChange
 
 log = logging.getLogger(__name__)
+
+# Changes unpickled and shown at a time (about 1.5 KB each pickled): a backlog's first batch hands over one a
+# group, 300,000 of them at W3.
+CHANGES_AT_ONCE = 20_000
 
 
 class ChangesSink(Outputs):
@@ -57,31 +63,42 @@ class ChangesSink(Outputs):
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.monotonic()
-        handed = Handed.from_arrow(df.toArrow())
+        table = df.toArrow()
+        collected_bytes = table.nbytes
+        handed = Handed.without_changes(table)
         collected = time.monotonic()
-        with young_garbage_only(), self.publisher.batch():
-            self.handle(handed, batch_id)
+        full = self._next_batch_full()
+        with young_garbage_only(full=full), self.publisher.batch():
+            changed = self.handle(handed, batch_id, changes_in(table, CHANGES_AT_ONCE))
+        del table
         counts = handed.counts
-        groups = len(handed.changes) + len(handed.removed)
-        self.last_report = BatchReport(batch_id, counts.records, counts.errors, groups, len(handed.events),
-                                       collected - started, time.monotonic() - collected)
+        self.last_report = BatchReport(batch_id, counts.records, counts.errors, changed + len(handed.removed),
+                                       len(handed.events), collected - started, time.monotonic() - collected)
+        self._release_after(full, collected_bytes)
 
-    def handle(self, handed: Handed, batch_id: int) -> None:
+    def handle(self, handed: Handed, batch_id: int, more: Iterable[list[GroupChange]] = ()) -> int:
+        """Log, count and show one batch: ``handed`` and the changes ``more`` yields, a slice at a time;
+        how many changes."""
         with self._lock:
             counts = handed.counts
             self._log(batch_id, self.topic_names.resolve(handed.events), counts.dead_letters)
             instruments = self.publisher.instruments
             instruments.count_records(counts.records, counts.newest_record_ms)
             instruments.count_decode_errors(counts.errors)
-            self._publish(handed.changes, handed.removed, batch_id, counts.folded_through_ms)
+            changed = 0
+            for changes in itertools.chain([handed.changes], more):
+                self._publish(changes, set(), batch_id, counts.folded_through_ms)
+                changed += len(changes)
+                for change in changes:
+                    if change.summary is not None:
+                        self._members_dropped.pop(change.group, None)
+            self._publish([], handed.removed, batch_id, counts.folded_through_ms)
             self.publisher.book.folded_through(counts.folded_through_ms)
-            for change in handed.changes:
-                if change.summary is not None:
-                    self._members_dropped.pop(change.group, None)
             self._members_dropped.update((g, n) for g, n in counts.members_dropped.items() if n)
             for group in handed.removed:
                 self._members_dropped.pop(group, None)
             instruments.count_limits(counts.limit_hits, 0, sum(self._members_dropped.values()))
+            return changed
 
     def publish_due(self, now_ms: int) -> int:
         """Publish the groups shown inactive whose ``--abandoned-after`` ran out by ``now_ms`` (the activity

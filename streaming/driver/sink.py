@@ -95,6 +95,19 @@ class Outputs:
         self.floor_log = floor_log
         self.upkeep = upkeep
         self.last_report = BatchReport()
+        self._batches = 0
+
+    def _next_batch_full(self) -> bool:
+        """Count a batch; whether it is the one in :data:`FULL_COLLECTION_BATCHES` collected in full."""
+        self._batches += 1
+        return self._batches % FULL_COLLECTION_BATCHES == 0
+
+    @staticmethod
+    def _release_after(full: bool, collected_bytes: int) -> None:
+        """Once a batch is dropped: what the allocators keep free goes back after a full collection or a large
+        batch (see :mod:`streaming.driver.malloc`)."""
+        if full or collected_bytes >= RELEASE_AFTER_BYTES:
+            release_free_memory()
 
     def _log(self, batch_id: int, events: list[RebalanceEvent], dead_letters: list[DeadLetter]) -> None:
         self.event_log.append(batch_id, events)
@@ -139,7 +152,6 @@ class BatchSink(Outputs):
         self.stage = stage
         self.store = store
         self._last_sweep = time.monotonic()
-        self._batches = 0
         self._lock = threading.Lock()  # the stage is folded or asked by one thread at a time
         if publish_restored:
             now_ms = int(time.time() * 1000)
@@ -158,8 +170,7 @@ class BatchSink(Outputs):
         batch = BatchInput.from_arrow(table)
         del table
         collected = time.monotonic()
-        self._batches += 1
-        full = self._batches % FULL_COLLECTION_BATCHES == 0
+        full = self._next_batch_full()
         with young_garbage_only(full=full), self.publisher.batch():
             result = self.handle(batch, batch_id)
             handled = time.monotonic()
@@ -173,8 +184,7 @@ class BatchSink(Outputs):
                         sum(batch.records.values()), handled - collected, groups, done - handled,
                         "full" if full else "young only")
         del batch
-        if full or collected_bytes >= RELEASE_AFTER_BYTES:  # what the allocators keep free goes back
-            release_free_memory()
+        self._release_after(full, collected_bytes)
 
     def handle(self, batch: BatchInput, batch_id: int) -> BatchResult:
         """Fold one batch and publish it (apart from Spark, so tests can drive it with Arrow tables)."""

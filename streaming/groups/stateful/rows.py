@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming.protocol import DeadLetter, GroupChange, RebalanceEvent
 
@@ -84,9 +86,21 @@ class Handed:
 
     @classmethod
     def from_arrow(cls, table: pa.Table) -> Handed:
+        """Every row of ``table``, the changes in group order (the driver fold's)."""
+        handed = cls.without_changes(table)
+        for changes in changes_in(table, max(1, table.num_rows)):
+            handed.changes.extend(changes)
+        handed.changes.sort(key=lambda c: c.group)
+        return handed
+
+    @classmethod
+    def without_changes(cls, table: pa.Table) -> Handed:
+        """The batch's events, removed groups and counts (its changes are read by :func:`changes_in`)."""
         handed = cls()
-        for group, change, events, removed, counts in zip(*(table.column(c).to_pylist() for c in COLUMNS),
-                                                          strict=True):
+        rest = table.filter(pc.or_(pc.is_valid(table.column("events")),
+                                   pc.or_(pc.is_null(table.column("change")), pc.is_valid(table.column("counts")))))
+        for group, events, removed, counts in zip(*(rest.column(c).to_pylist()
+                                                    for c in ("group", "events", "removed", "counts")), strict=True):
             if counts is not None:
                 handed.counts.add(pickle.loads(counts))
                 continue
@@ -94,7 +108,12 @@ class Handed:
                 handed.events.extend(pickle.loads(events))
             if removed:
                 handed.removed.add(group)
-            elif change is not None:
-                handed.changes.append(pickle.loads(change))
-        handed.changes.sort(key=lambda c: c.group)  # the driver fold's order: group order
         return handed
+
+
+def changes_in(table: pa.Table, rows: int) -> Iterator[list[GroupChange]]:
+    """The changes of ``table``, ``rows`` rows at a time: a first batch's hundreds of thousands of changes are
+    never all unpickled at once."""
+    changes = table.filter(pc.is_valid(table.column("change"))).column("change")
+    for start in range(0, len(changes), rows):
+        yield [pickle.loads(value) for value in changes.slice(start, rows).to_pylist()]

@@ -10,12 +10,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 from decoders.records import RECORD_TYPE_NAMES
 from streaming.cluster.metadata import TopicNames
+from streaming.driver import changes_sink as changes_sink_module
 from streaming.driver.changes_sink import ChangesSink
 from streaming.driver.publish import build_publishing
 from streaming.groups.stage import GroupStage, StageLimits
-from streaming.groups.stateful.rows import Handed, KeyCounts
+from streaming.groups.stateful.rows import COLUMNS, Handed, KeyCounts, change_row, counts_row, removed_row
 from streaming.lag.tracker import LagTracker
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
@@ -125,3 +128,35 @@ def test_a_query_restarted_in_process_keeps_what_the_last_run_showed(tmp_path: P
     assert restarted.groups == {"g"}
     assert restarted.publish_due(left + ABANDONED_AFTER_MS + 1) == 1
     assert [c.summary.activity for c in published if c.summary is not None] == ["abandoned"]
+
+
+class Collected:
+    """What ``foreachBatch`` hands the sink: here only its Arrow collect."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def toArrow(self) -> pa.Table:
+        return self.table
+
+
+def test_a_batchs_changes_are_shown_a_slice_at_a_time_and_its_events_logged_once(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    now = int(time.time() * 1000)
+    stage = GroupStage(LIMITS)
+    groups = [f"g{i}" for i in range(5)]
+    result = stage.apply(batch([generation(g, 1, {"m": {"t": [0]}}, ts=now) for g in groups], 0, time_ms=now))
+    result = stage.apply(batch([generation(g, 2, {"m": {"t": [0]}, "n": {"t": [1]}}, ts=now + 1) for g in groups],
+                               10, time_ms=now + 1))
+    events = {e.group: [e] for e in result.events}
+    rows = [change_row(c, events.get(c.group, [])) for c in stage.changes(result, now + 1)]
+    rows += [removed_row("gone", []), counts_row(KeyCounts(records={2: 5}))]
+    table = pa.Table.from_pylist([dict(zip(COLUMNS, r, strict=True)) for r in rows], schema=pa.schema(
+        [("group", pa.string()), ("change", pa.binary()), ("events", pa.binary()), ("removed", pa.bool_()),
+         ("counts", pa.binary())]))
+    monkeypatch.setattr(changes_sink_module, "CHANGES_AT_ONCE", 2)
+    sink, published = changes_sink(tmp_path)
+    sink(Collected(table), 7)
+    assert sorted(c.group for c in published) == groups
+    assert len(sink.event_log.read()) == len(result.events) == 5
+    assert sink.last_report.groups == 6 and sink.last_report.records == {2: 5}
