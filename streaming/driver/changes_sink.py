@@ -22,13 +22,13 @@ from streaming.cluster.metadata import TopicNames
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.publish import Publisher
 from streaming.driver.sink import Outputs, young_garbage_only
-from streaming.groups.boundary import CHURN_WINDOW_MS
 from streaming.groups.stage import StageLimits
 from streaming.groups.stateful.rows import Handed, changes_in
+from streaming.groups.summary import turned_abandoned
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
 from streaming.logs.upkeep import EventLogUpkeep
-from streaming.protocol import ABANDONED, INACTIVE, BatchReport, GroupChange
+from streaming.protocol import INACTIVE, BatchReport, GroupChange
 
 log = logging.getLogger(__name__)
 
@@ -119,13 +119,10 @@ class ChangesSink(Outputs):
             self._lock.release()
 
     def _abandoned(self, change: GroupChange, now_ms: int) -> GroupChange:
-        """The group's last whole change as the fold would summarise it at ``now_ms``: abandoned, no member churn
-        left in the window once that is shorter than ``--abandoned-after``."""
-        summary = change.summary
-        assert summary is not None
-        churn = () if self.limits.abandoned_after_ms >= CHURN_WINDOW_MS else summary.member_churn
-        return dataclasses.replace(change, summary=dataclasses.replace(
-            summary, activity=ABANDONED, as_of_ms=now_ms, member_churn=churn))
+        """The group's last whole change as the fold would hand it over at ``now_ms``."""
+        assert change.summary is not None
+        return dataclasses.replace(change, summary=turned_abandoned(change.summary, now_ms,
+                                                                    self.limits.abandoned_after_ms))
 
     def _publish(self, changes: list[GroupChange], removed: set[str], batch_id: int | None,
                  folded_through_ms: int | None) -> None:

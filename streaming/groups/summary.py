@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Mapping
@@ -151,6 +152,14 @@ def member_churn(snapshot: GroupSnapshot, now_ms: int) -> tuple[MemberChurn, ...
             latest[(client_id, host)] = max(latest.get((client_id, host), t), t)
     ranked = sorted(counts, key=lambda k: (-counts[k], -latest[k], k))
     return tuple(MemberChurn(c, h, counts[(c, h)]) for c, h in ranked[:MEMBER_CHURN_CAP])
+
+
+def turned_abandoned(summary: GroupSummary, now_ms: int, abandoned_after_ms: int) -> GroupSummary:
+    """A group's last summary without members, as :func:`summarize` gives it at ``now_ms`` once
+    ``abandoned_after_ms`` ran out with nothing written for it: abandoned, and no member churn left in the
+    window when that is shorter than ``abandoned_after_ms`` (every join and leave is before the deadline)."""
+    churn = () if abandoned_after_ms >= CHURN_WINDOW_MS else summary.member_churn
+    return dataclasses.replace(summary, activity=ABANDONED, as_of_ms=int(now_ms), member_churn=churn)
 
 
 def activity(member_count: int, last_member_ms: int | None, last_commit_ms: int | None, now_ms: int,

@@ -64,7 +64,8 @@ def test_wheel_holds_the_product_and_runtime_dependencies_only(wheel: Path) -> N
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == set(PRODUCT), f"unexpected top-level entries: {sorted(tops)}"
     runtime = [r for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
-    assert {r.split("==")[0] for r in runtime} == {"pyspark", "pyarrow", "pandas", "kafka-python", "prometheus-client"}
+    assert {r.split("==")[0] for r in runtime} == {
+        "pyspark", "pyarrow", "pandas", "kafka-python", "prometheus-client", "protobuf"}
     assert all("confluent-kafka" not in r and "pytest" not in r for r in runtime)
 
 
