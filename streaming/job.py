@@ -144,7 +144,7 @@ class Monitor:
 
             settings = FoldSettings(limits, int(options.groups.group_ttl_seconds * 1000),
                                     int(options.groups.expiry_sweep_seconds * 1000), options.kafka.bootstrap_servers,
-                                    tuple(sorted(client_config.items())))
+                                    tuple(sorted(options.kafka.kafka_options.items())))
             self.runner: QueryRunner = StateStoreRunner(*runner_args, make_sink=None, settings=settings,
                                                         make_changes_sink=make_changes_sink, **runner_kwargs)
         else:

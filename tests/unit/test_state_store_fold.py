@@ -94,3 +94,23 @@ def test_the_state_store_fold_hands_over_the_driver_folds_changes_events_and_rem
         seen_events += len(events)
     assert removed == {WORKLOAD.group(3)}
     assert seen_events > WORKLOAD.groups  # generations after the first: rebalances, not only first joins
+
+
+def test_the_processor_travels_to_the_executors_with_oauthbearer_settings() -> None:
+    """Spark pickles the processor with its settings: the --kafka.* text goes, and each Python worker builds its
+    own client config (an OAUTHBEARER token provider holds a lock, which does not pickle)."""
+    from pyspark import cloudpickle
+
+    from streaming.cluster.client import client_config_from_kafka_options
+    from streaming.cluster.metadata import TopicNames
+    from streaming.groups.stateful.processor import cluster_facts
+    from tests.unit.cluster.test_oauth import unsecured_options
+
+    options = tuple(sorted(unsecured_options().items()))
+    with pytest.raises(TypeError):
+        cloudpickle.dumps(client_config_from_kafka_options(dict(options)))
+    settings = FoldSettings(bootstrap_servers="127.0.0.1:9", kafka_options=options)
+    travelled = pickle.loads(cloudpickle.dumps(processor(settings)))
+    assert type(travelled).__name__ == "GroupFold"
+    # Built in the worker from the text, not connected until asked.
+    assert isinstance(cluster_facts(settings.bootstrap_servers, settings.kafka_options), TopicNames)

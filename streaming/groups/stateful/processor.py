@@ -49,15 +49,18 @@ class FoldSettings:
     group_ttl_ms: int = 7 * 24 * 3600 * 1000
     sweep_ms: int = 300_000
     bootstrap_servers: str | None = None  # None: no metadata client (KIP-848 groups keep topic ids)
-    client_config: tuple[tuple[str, Any], ...] = ()
+    # The --kafka.* settings as given (text: a client config holds objects such as an OAUTHBEARER token
+    # provider, which do not travel to the executors; each worker builds its own from these).
+    kafka_options: tuple[tuple[str, str], ...] = ()
 
 
 @lru_cache(maxsize=4)
-def cluster_facts(bootstrap_servers: str, client_config: tuple[tuple[str, Any], ...]) -> ClusterFacts:
+def cluster_facts(bootstrap_servers: str, kafka_options: tuple[tuple[str, str], ...]) -> ClusterFacts:
     """One metadata client per Python worker and cluster (it connects at its first question)."""
+    from streaming.cluster.client import client_config_from_kafka_options
     from streaming.cluster.metadata import TopicMetadata, TopicNames
 
-    metadata = TopicMetadata(bootstrap_servers, dict(client_config))
+    metadata = TopicMetadata(bootstrap_servers, client_config_from_kafka_options(dict(kafka_options)))
     return TopicNames(metadata.names_by_id, metadata.consumer_session_timeout_ms,
                       group_timeouts=metadata.consumer_group_timeouts)
 
@@ -118,7 +121,7 @@ def processor(settings: FoldSettings, clock: Callable[[], float] = time.time) ->
         def init(self, handle: StatefulProcessorHandle) -> None:
             self.groups = handle.getMapState(STATE_NAME, MAP_KEY_SCHEMA, MAP_VALUE_SCHEMA)
             self.swept = handle.getValueState(SWEEP_STATE, "at long")
-            self.facts = (cluster_facts(settings.bootstrap_servers, settings.client_config)
+            self.facts = (cluster_facts(settings.bootstrap_servers, settings.kafka_options)
                           if settings.bootstrap_servers else None)
 
         def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
