@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -35,7 +35,10 @@ from streaming.groups.stateful.saved import (
     loads,
     save,
 )
-from streaming.protocol import STAGE_SCHEMA, BatchInput, ClusterFacts, OutputKind, RebalanceEvent
+from streaming.protocol import STAGE_SCHEMA, BatchInput, OutputKind, RebalanceEvent
+
+if TYPE_CHECKING:
+    from streaming.cluster.metadata import TopicNames
 
 KEY_COLUMN = "fold_key"  # the offsets-topic partition; -1 for the decode's counts without one
 SWEEP_STATE = "swept"
@@ -55,7 +58,7 @@ class FoldSettings:
 
 
 @lru_cache(maxsize=4)
-def cluster_facts(bootstrap_servers: str, kafka_options: tuple[tuple[str, str], ...]) -> ClusterFacts:
+def cluster_facts(bootstrap_servers: str, kafka_options: tuple[tuple[str, str], ...]) -> TopicNames:
     """One metadata client per Python worker and cluster (it connects at its first question)."""
     from streaming.cluster.client import client_config_from_kafka_options
     from streaming.cluster.metadata import TopicMetadata, TopicNames
@@ -65,7 +68,7 @@ def cluster_facts(bootstrap_servers: str, kafka_options: tuple[tuple[str, str], 
                       group_timeouts=metadata.consumer_group_timeouts)
 
 
-def fold_key(table: pa.Table, saved: dict[str, Saved], settings: FoldSettings, facts: ClusterFacts | None,
+def fold_key(table: pa.Table, saved: dict[str, Saved], settings: FoldSettings, facts: TopicNames | None,
              now_ms: int, sweep: bool = False) -> tuple[list[Row], dict[str, Saved], set[str]]:
     """Fold one key's rows of a batch on the saved state of the groups they name (all its groups with
     ``sweep``): the rows for the driver, the groups to write back and the groups to remove."""
@@ -79,7 +82,7 @@ def fold_key(table: pa.Table, saved: dict[str, Saved], settings: FoldSettings, f
         result.removed |= expired
         result.changed -= expired
     events = result.events
-    if facts is not None and hasattr(facts, "resolve"):
+    if facts is not None:
         events = facts.resolve(events)
     by_group: dict[str, list[RebalanceEvent]] = defaultdict(list)
     for event in events:
@@ -88,22 +91,17 @@ def fold_key(table: pa.Table, saved: dict[str, Saved], settings: FoldSettings, f
                        for change in stage.changes(result, now_ms)]
     rows += [removed_row(group, by_group.get(group, [])) for group in sorted(result.removed)]
     rows.append(counts_row(KeyCounts(batch.records, batch.errors + result.errors, batch.newest_record_ms,
-                                     _read_through(table), result.dead_letters, stage.take_limit_hits(),
+                                     _read_through(table, batch), result.dead_letters, stage.take_limit_hits(),
                                      dict(stage.members_dropped))))
     written = {group: save(stage, group) for group in result.changed - result.removed}
     return rows, written, result.removed & saved.keys()
 
 
-def _read_through(table: pa.Table) -> int | None:
-    """The oldest of the key's partitions' newest records read (as BatchInput.folded_through_ms, per key)."""
-    reads = table.filter(pc.equal(table.column("kind"), int(OutputKind.PARTITION_READ)))
-    if reads.num_rows == 0:
-        return None
-    newest: dict[int, int] = {}
-    for partition, when in zip(reads.column("kafka_partition").to_pylist(),
-                               reads.column("record_time_ms").to_pylist(), strict=True):
-        newest[partition] = max(newest.get(partition, when), when)
-    return min(newest.values())
+def _read_through(table: pa.Table, batch: BatchInput) -> int | None:
+    """The oldest of the key's partitions' newest records read: the batch's folded-through time when the key read
+    any partition, else None (the counts without a partition say nothing of how far one was read)."""
+    read = pc.any(pc.equal(table.column("kind"), int(OutputKind.PARTITION_READ))).as_py()
+    return batch.folded_through_ms if read else None
 
 
 def groups_named(table: pa.Table) -> list[str]:

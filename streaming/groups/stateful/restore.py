@@ -16,14 +16,12 @@ import pyarrow as pa
 
 from streaming.groups.stage import GroupStage
 from streaming.groups.stateful.processor import FoldSettings
-from streaming.groups.stateful.rows import SCHEMA, Handed, change_row
+from streaming.groups.stateful.rows import ARROW_SCHEMA, COLUMNS, SCHEMA, Handed, change_row
 from streaming.groups.stateful.saved import STATE_NAME, load, loads
 
 
 def changes_from(settings: FoldSettings, now_ms: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``mapInArrow`` body: state rows (group, saved value) to change rows."""
-    from streaming.groups.stateful.rows import COLUMNS
-
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             stage = GroupStage(settings.limits)
@@ -32,14 +30,9 @@ def changes_from(settings: FoldSettings, now_ms: int) -> Callable[[Iterator[pa.R
                 load(stage, group, loads(value))
             rows = [change_row(stage.change(group, now_ms), []) for group in sorted(groups)]
             yield pa.RecordBatch.from_pylist([dict(zip(COLUMNS, row, strict=True)) for row in rows],
-                                             schema=_arrow_schema())
+                                             schema=ARROW_SCHEMA)
 
     return run
-
-
-def _arrow_schema() -> pa.Schema:
-    return pa.schema([("group", pa.string()), ("change", pa.binary()), ("events", pa.binary()),
-                      ("removed", pa.bool_()), ("counts", pa.binary())])
 
 
 def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: FoldSettings,

@@ -21,6 +21,8 @@ from streaming.protocol import DeadLetter, GroupChange, RebalanceEvent
 
 SCHEMA = "group string, change binary, events binary, removed boolean, counts binary"
 COLUMNS = [c.split()[0] for c in SCHEMA.split(", ")]
+ARROW_SCHEMA = pa.schema([("group", pa.string()), ("change", pa.binary()), ("events", pa.binary()),
+                          ("removed", pa.bool_()), ("counts", pa.binary())])
 
 
 @dataclass

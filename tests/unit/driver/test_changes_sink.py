@@ -18,7 +18,7 @@ from streaming.driver import changes_sink as changes_sink_module
 from streaming.driver.changes_sink import ChangesSink
 from streaming.driver.publish import build_publishing
 from streaming.groups.stage import GroupStage, StageLimits
-from streaming.groups.stateful.rows import COLUMNS, Handed, KeyCounts, change_row, counts_row, removed_row
+from streaming.groups.stateful.rows import ARROW_SCHEMA, COLUMNS, Handed, KeyCounts, change_row, counts_row, removed_row
 from streaming.lag.tracker import LagTracker
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
@@ -151,9 +151,7 @@ def test_a_batchs_changes_are_shown_a_slice_at_a_time_and_its_events_logged_once
     events = {e.group: [e] for e in result.events}
     rows = [change_row(c, events.get(c.group, [])) for c in stage.changes(result, now + 1)]
     rows += [removed_row("gone", []), counts_row(KeyCounts(records={2: 5}))]
-    table = pa.Table.from_pylist([dict(zip(COLUMNS, r, strict=True)) for r in rows], schema=pa.schema(
-        [("group", pa.string()), ("change", pa.binary()), ("events", pa.binary()), ("removed", pa.bool_()),
-         ("counts", pa.binary())]))
+    table = pa.Table.from_pylist([dict(zip(COLUMNS, r, strict=True)) for r in rows], schema=ARROW_SCHEMA)
     monkeypatch.setattr(changes_sink_module, "CHANGES_AT_ONCE", 2)
     sink, published = changes_sink(tmp_path)
     sink(Collected(table), 7)
