@@ -126,7 +126,8 @@ def processor(settings: FoldSettings, clock: Callable[[], float] = time.time) ->
             frame = pd.concat(list(rows))
             table = pa.Table.from_pandas(frame[STAGE_SCHEMA.names], schema=STAGE_SCHEMA, preserve_index=False)
             now_ms = int(clock() * 1000)
-            swept = self.swept.get()
+            # Asked first: Spark logs a warning for every get of a value state that holds nothing (a key's first call).
+            swept = self.swept.get() if self.swept.exists() else None
             sweep = swept is None or now_ms - swept[0] >= settings.sweep_ms
             saved: dict[str, Saved] = {}
             if sweep:
