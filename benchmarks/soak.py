@@ -23,7 +23,9 @@ metaspace: RSS alone cannot tell a heap that grows into its committed size from 
 memory, every sample has the groups the cluster lists, the groups the job's stage holds, every
 entry the job's objects hold (``benchmarks/held.py``) and the checkpoint's size; the end lists
 each container that grew or shrank, and the churn profile stops the load, lets the job read to the
-end and compares the groups it holds with the cluster's. Not a test: it prints figures, it asserts
+end and compares the groups it holds with the cluster's. With ``--fold state-store`` every sample also counts
+the groups the state store holds (Spark's state data source at the last committed batch), and the end compares
+them with the groups shown. Not a test: it prints figures, it asserts
 nothing.
 """
 
@@ -53,6 +55,9 @@ from benchmarks.procfs import cmdline, rss_bytes, tree
 from streaming.decode.config import JOB_GROUP_PREFIX
 from streaming.driver.malloc import malloc_heap_bytes
 from streaming.driver.progress import batch_offsets
+from streaming.groups.config import FOLDS
+from streaming.groups.stateful.restore import saved_groups
+from streaming.groups.store import last_committed_batch
 from streaming.job import Monitor, spark_session
 from streaming.lag.poller import OFFSETS_TOPIC
 from streaming.options import parse_args
@@ -258,10 +263,19 @@ def holdings(monitor: Monitor, admin: Admin, checkpoint: Path, sizes: Counter[st
     """The groups the cluster lists beside the groups the job's stage holds, every entry its objects hold
     (``sizes``, from :func:`held`), and the checkpoint's size on disk."""
     sink = monitor.runner.sink
-    return {"cluster_groups": len(admin.client.list_groups()),
-            "stage_groups": len(sink.groups) if sink is not None else 0,
-            "held_entries": sum(sizes.values()),
+    figures = {"cluster_groups": len(admin.client.list_groups()),
+               "stage_groups": len(sink.groups) if sink is not None else 0}
+    if monitor.options.groups.fold == "state-store":
+        figures["state_keys"] = len(state_groups(monitor, checkpoint / "spark"))
+    return {**figures, "held_entries": sum(sizes.values()),
             "checkpoint_mib": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file()) / MIB}
+
+
+def state_groups(monitor: Monitor, spark_checkpoint: Path) -> set[str]:
+    """The groups the state store holds as of the last committed batch (Spark's state data source)."""
+    batch_id = last_committed_batch(spark_checkpoint)
+    return set() if batch_id is None else {
+        row.group for row in saved_groups(monitor.spark, spark_checkpoint, batch_id).select("group").collect()}
 
 
 def compare_groups(monitor: Monitor, admin: Admin, stop: threading.Event, load: list[threading.Thread]) -> None:
@@ -303,6 +317,11 @@ def compare_groups(monitor: Monitor, admin: Admin, stop: threading.Event, load: 
         else:
             unexplained.append(f"{group}: {state}, {members} member(s), committed offsets on "
                                f"{sorted({topic for topic, _ in offsets})} ({len(offsets)} partitions)")
+    if monitor.options.groups.fold == "state-store":
+        state = state_groups(monitor, monitor.options.driver.checkpoint_dir / "spark")
+        print(f"The state store holds {len(state)} groups (last committed batch); held by the state and not shown: "
+              f"{sorted(state - held_groups)[:10]}; shown and not in the state: {sorted(held_groups - state)[:10]}",
+              flush=True)
     print(f"Of those, Empty with no member and no committed offset (the coordinator removes them at its next "
           f"offsets-retention check): {len(leftovers)} {leftovers[:10]}; unexplained: {len(unexplained)}",
           flush=True)
@@ -330,6 +349,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kip848-members", action=argparse.BooleanOptionalAction, default=None,
                         help="churn: every other joining member uses the KIP-848 protocol (default: on a local "
                              "Kafka 4+ broker)")
+    parser.add_argument("--fold", choices=FOLDS, default="driver",
+                        help="the job's --fold; with state-store every sample also counts the state store's groups")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
@@ -345,7 +366,7 @@ def main(argv: list[str] | None = None) -> None:
         admin.create_topic(topic, args.partitions)
         options = parse_args(["--bootstrap-server", bootstrap, "--checkpoint-dir", str(workdir / "checkpoint"),
                               "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--trigger-seconds", "5",
-                              "--master", "local[2]", "--expiry-sweep-seconds", "60"])
+                              "--master", "local[2]", "--expiry-sweep-seconds", "60", "--fold", args.fold])
         spark = spark_session(options, {"spark.ui.enabled": "false", "spark.driver.memory": "1g"})
         stop = threading.Event()
         workers: list[threading.Thread] = [Churn(bootstrap, f"soak-churn-{i}", topic, stop)

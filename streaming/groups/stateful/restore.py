@@ -40,10 +40,16 @@ def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: 
     """The changes of every group the state held after ``batch_id`` (None: nothing committed, nothing held)."""
     if batch_id is None:
         return Handed()
+    rows = saved_groups(spark, spark_checkpoint, batch_id)
+    return Handed.from_arrow(rows.mapInArrow(changes_from(settings, int(clock() * 1000)), SCHEMA).toArrow())
+
+
+def saved_groups(spark: Any, spark_checkpoint: Path, batch_id: int) -> Any:
+    """The state's rows (``group``, ``saved``) as of ``batch_id``: a DataFrame of every group the fold holds
+    (the soak counts them against the groups the cluster lists)."""
     # The state store's provider reports to the driver's StateStoreCoordinator, which Spark creates with the
     # session's streaming query manager: in a new process no query has made it yet.
     spark.streams  # noqa: B018
     state = (spark.read.format("statestore").option("stateVarName", STATE_NAME).option("batchId", batch_id)
              .load(str(spark_checkpoint)))
-    rows = state.selectExpr("user_map_key.group AS group", "user_map_value.saved AS saved")
-    return Handed.from_arrow(rows.mapInArrow(changes_from(settings, int(clock() * 1000)), SCHEMA).toArrow())
+    return state.selectExpr("user_map_key.group AS group", "user_map_value.saved AS saved")
