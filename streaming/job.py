@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+
 from streaming.cluster.client import (
     KafkaAccessError,
     UnsupportedKafkaOption,
@@ -54,7 +56,6 @@ from streaming.driver.sink import BatchSink
 from streaming.driver.state_query import StateStoreRunner
 from streaming.groups.stage import GroupStage, StageLimits
 from streaming.groups.stateful.processor import FoldSettings
-from streaming.groups.stateful.rows import Handed
 from streaming.groups.store import StateStore
 from streaming.jars import connector_jars
 from streaming.lag.poller import LogEndPoller
@@ -137,7 +138,7 @@ class Monitor:
             publisher=self.publisher, event_log=self.event_log, topic_names=self.topic_names, health=self.health,
             checkpoint_check=self.checkpoint_check, partition_count=self.metadata.partition_count)
         if options.groups.fold == "state-store":
-            def make_changes_sink(dead_letters: DeadLetterLog, restored: Handed | None,
+            def make_changes_sink(dead_letters: DeadLetterLog, restored: pa.Table | None,
                                   floor_log: FloorLog) -> ChangesSink:
                 return ChangesSink(limits, self.publisher, self.event_log, dead_letters, self.topic_names, restored,
                                    floor_log, self.event_log_upkeep)

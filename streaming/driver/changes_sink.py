@@ -18,6 +18,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import pyarrow as pa
+
 from streaming.cluster.metadata import TopicNames
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.publish import Publisher
@@ -41,7 +43,7 @@ class ChangesSink(Outputs):
     """``foreachBatch`` body over the fold's rows (:class:`~streaming.groups.stateful.rows.Handed`)."""
 
     def __init__(self, limits: StageLimits, publisher: Publisher, event_log: EventLog, dead_letters: DeadLetterLog,
-                 topic_names: TopicNames, restored: Handed | None = None, floor_log: FloorLog | None = None,
+                 topic_names: TopicNames, restored: pa.Table | None = None, floor_log: FloorLog | None = None,
                  upkeep: EventLogUpkeep | None = None) -> None:
         super().__init__(publisher, event_log, dead_letters, topic_names, floor_log, upkeep)
         self.limits = limits
@@ -50,9 +52,10 @@ class ChangesSink(Outputs):
         self._inactive: dict[str, tuple[int, GroupChange]] = {}  # group -> (abandoned at, its last whole change)
         self._deadlines: list[tuple[int, str]] = []
         self._lock = threading.Lock()
-        if restored is not None:
+        if restored is not None:  # the change rows of every group the state store held (restore.py)
             with young_garbage_only():
-                self._publish(restored.changes, set(), None, None)
+                for changes in changes_in(restored, CHANGES_AT_ONCE):
+                    self._publish(changes, set(), None, None)
 
     def carry_over(self, previous: ChangesSink) -> None:
         """Take what the sink of the query's last run kept (a query restarted in this process: the groups it

@@ -18,15 +18,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+
 from streaming.decode.config import SourceConfig
-from streaming.decode.source import decode, excluded_groups, kafka_stream
+from streaming.decode.source import decode, group_filter, kafka_stream
 from streaming.driver.changes_sink import ChangesSink
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.query import QueryRunner
 from streaming.driver.sink import Sink
 from streaming.groups.stateful.processor import KEY_COLUMN, FoldSettings, processor
 from streaming.groups.stateful.restore import restore
-from streaming.groups.stateful.rows import SCHEMA, Handed
+from streaming.groups.stateful.rows import SCHEMA
 from streaming.groups.store import last_committed_batch
 from streaming.logs.dead_letters import DeadLetterLog
 
@@ -36,7 +38,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 # The offsets topic's default partitions (offsets.topic.num.partitions), when its count cannot be read.
 DEFAULT_STATE_PARTITIONS = 50
 
-ChangesSinkFactory = Callable[[DeadLetterLog, Handed | None, FloorLog], ChangesSink]
+ChangesSinkFactory = Callable[[DeadLetterLog, pa.Table | None, FloorLog], ChangesSink]
 
 
 class StateStoreRunner(QueryRunner):
@@ -53,11 +55,8 @@ class StateStoreRunner(QueryRunner):
     def _restore(self, publish: bool) -> None:
         started = time.monotonic()
         last_committed = last_committed_batch(self.driver.checkpoint_dir / "spark")
-        restored = restore(self.spark, self.driver.checkpoint_dir / "spark", last_committed,
-                           self.settings) if publish else None
-        if restored is not None:
-            excluded = excluded_groups(self.spark, {c.group for c in restored.changes}, self.source)
-            restored.changes = [c for c in restored.changes if c.group not in excluded]
+        restored = restore(self.spark, self.driver.checkpoint_dir / "spark", last_committed, self.settings,
+                           group_filter(self.source)) if publish else None
         dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
                                      self.source.dead_letter_max)
         self.floor_log.restored(last_committed)
@@ -67,7 +66,7 @@ class StateStoreRunner(QueryRunner):
             self.sink.carry_over(previous)
         self.floor_log.write(None, None, self.publisher.floors)
         log.info("restored %d groups from the checkpoint's state store in %.2fs",
-                 len(restored.changes) if restored else 0, time.monotonic() - started)
+                 restored.num_rows if restored is not None else 0, time.monotonic() - started)
 
     def _stream(self, source: SourceConfig) -> Any:
         from pyspark.sql import functions as F

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from streaming.groups.stage import GroupStage
 from streaming.groups.stateful.processor import FoldSettings
-from streaming.groups.stateful.rows import ARROW_SCHEMA, COLUMNS, SCHEMA, Handed, change_row
+from streaming.groups.stateful.rows import ARROW_SCHEMA, COLUMNS, SCHEMA, change_row
 from streaming.groups.stateful.saved import STATE_NAME, load, loads
 
 
@@ -35,13 +35,17 @@ def changes_from(settings: FoldSettings, now_ms: int) -> Callable[[Iterator[pa.R
     return run
 
 
-def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: FoldSettings,
-            clock: Callable[[], float] = time.time) -> Handed:
-    """The changes of every group the state held after ``batch_id`` (None: nothing committed, nothing held)."""
+def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: FoldSettings, where: Any = None,
+            clock: Callable[[], float] = time.time) -> pa.Table:
+    """The change rows of every group the state held after ``batch_id`` that the Spark column ``where`` keeps
+    (the group filters as they are now), in group order; none before a committed batch. Rows, not changes:
+    the driver unpickles them a slice at a time."""
     if batch_id is None:
-        return Handed()
+        return ARROW_SCHEMA.empty_table()
     rows = saved_groups(spark, spark_checkpoint, batch_id)
-    return Handed.from_arrow(rows.mapInArrow(changes_from(settings, int(clock() * 1000)), SCHEMA).toArrow())
+    if where is not None:
+        rows = rows.where(where)
+    return rows.mapInArrow(changes_from(settings, int(clock() * 1000)), SCHEMA).toArrow().sort_by("group")
 
 
 def saved_groups(spark: Any, spark_checkpoint: Path, batch_id: int) -> Any:

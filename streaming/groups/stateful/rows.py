@@ -87,15 +87,6 @@ class Handed:
     counts: KeyCounts = field(default_factory=KeyCounts)
 
     @classmethod
-    def from_arrow(cls, table: pa.Table) -> Handed:
-        """Every row of ``table``, the changes in group order (the driver fold's)."""
-        handed = cls.without_changes(table)
-        for changes in changes_in(table, max(1, table.num_rows)):
-            handed.changes.extend(changes)
-        handed.changes.sort(key=lambda c: c.group)
-        return handed
-
-    @classmethod
     def without_changes(cls, table: pa.Table) -> Handed:
         """The batch's events, removed groups and counts (its changes are read by :func:`changes_in`)."""
         handed = cls()

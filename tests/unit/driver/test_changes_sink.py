@@ -8,6 +8,7 @@ without members turns abandoned when ``--abandoned-after`` runs out with no batc
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,18 +31,19 @@ ABANDONED_AFTER_MS = 60_000
 LIMITS = StageLimits(abandoned_after_ms=ABANDONED_AFTER_MS)
 
 
-def changes_sink(tmp_path: Path) -> tuple[ChangesSink, list[GroupChange]]:
-    """A sink and the list of every change it publishes."""
-    sink = ChangesSink(LIMITS, build_publishing("c", LagTracker()), EventLog(tmp_path / "events"),
-                       DeadLetterLog(tmp_path / "dead-letters", "__consumer_offsets", 10), TopicNames(dict))
+def changes_sink(tmp_path: Path, restored: pa.Table | None = None) -> tuple[ChangesSink, list[GroupChange]]:
+    """A sink (showing the ``restored`` change rows first) and the list of every change it publishes."""
+    publisher = build_publishing("c", LagTracker())
     published: list[GroupChange] = []
-    apply = sink.publisher.apply
+    apply = publisher.apply
 
     def recording(change: GroupChange) -> None:
         published.append(change)
         apply(change)
 
-    sink.publisher.apply = recording  # type: ignore[method-assign]
+    publisher.apply = recording  # type: ignore[method-assign]
+    sink = ChangesSink(LIMITS, publisher, EventLog(tmp_path / "events"),
+                       DeadLetterLog(tmp_path / "dead-letters", "__consumer_offsets", 10), TopicNames(dict), restored)
     return sink, published
 
 
@@ -158,3 +160,31 @@ def test_a_batchs_changes_are_shown_a_slice_at_a_time_and_its_events_logged_once
     assert sorted(c.group for c in published) == groups
     assert len(sink.event_log.read()) == len(result.events) == 5
     assert sink.last_report.groups == 6 and sink.last_report.records == {2: 5}
+
+
+def test_restored_rows_are_shown_a_slice_at_a_time_in_group_order(tmp_path: Path, monkeypatch) -> None:
+    """What the restore reads back (one change row a group, in group order) is unpickled two rows at a time and
+    shown as the driver fold shows its own restore: every group, and the one shown without members keeps its
+    deadline for the clock."""
+    now = int(time.time() * 1000)
+    stage = GroupStage(LIMITS)
+    stage.apply(batch([generation(g, 1, {"m": {"t": [0]}}, ts=now) for g in ("a", "b", "c", "d")]
+                      + [commit("e", "t", 0, 3, ts=now)], 0, time_ms=now))
+    changes = [stage.change(group, now) for group in sorted(stage.groups)]
+    table = pa.Table.from_pylist([dict(zip(COLUMNS, change_row(c, []), strict=True)) for c in changes],
+                                 schema=ARROW_SCHEMA)
+    monkeypatch.setattr(changes_sink_module, "CHANGES_AT_ONCE", 2)
+    unpickled: list[int] = []
+    slices = changes_sink_module.changes_in
+
+    def counted(rows: pa.Table, at_once: int) -> Iterator[list[GroupChange]]:
+        for some in slices(rows, at_once):
+            unpickled.append(len(some))
+            yield some
+
+    monkeypatch.setattr(changes_sink_module, "changes_in", counted)
+    sink, published = changes_sink(tmp_path, table)
+    assert unpickled == [2, 2, 1]
+    assert published == changes and sink.groups == {"a", "b", "c", "d", "e"}
+    assert sink.publish_due(now + 2 * ABANDONED_AFTER_MS) == 1  # e: commits only, no member ever
+    assert published[-1].group == "e" and published[-1].summary.activity == "abandoned"
