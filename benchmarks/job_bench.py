@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -341,15 +342,18 @@ def _report_fresh(report: Report, label: str, workload: Workload, runs: list[Run
 
 
 def run_steady(report: Report, spark: Any, broker: LocalKafka, workdir: Path, rates: list[int], seconds: float,
-               probes: int) -> None:
-    """A caught-up job under a producer at each rate; at 20k rec/s also the rebalance → /metrics latency."""
-    bootstrap, topic = broker.bootstrap, "bench-steady"
+               probes: int, variant: str = "") -> None:
+    """A caught-up job under a producer at each rate; at 20k rec/s also the rebalance → /metrics latency.
+    ``variant``: extra job arguments (its own topic and checkpoint), named in each figure."""
+    bootstrap = broker.bootstrap
+    topic = f"bench-steady-{zlib.crc32(variant.encode()):08x}" if variant else "bench-steady"
+    named = f"steady [{variant}]" if variant else "steady"
     admin = Admin(bootstrap)
     admin.create_topic(topic, W1.topic_partitions)
     admin.close()
     warm = Workload(W1.groups, W1.partitions, 200_000, W1.generation_every)
     sent = produce(bootstrap, topic, backlog(warm, int(time.time() * 1000)))
-    monitor = start_job(spark, bootstrap, topic, workdir / "steady")
+    monitor = start_job(spark, bootstrap, topic, workdir / topic, *shlex.split(variant))
     total, per_group = sent, warm.records // warm.groups
     try:
         wait_counted(monitor, total, timeout=600)
@@ -357,7 +361,7 @@ def run_steady(report: Report, spark: Any, broker: LocalKafka, workdir: Path, ra
         time.sleep(10)
         # Spark also posts a progress report for an idle trigger (same batch id, no rows): not a batch.
         idle_batches = len({p["batchId"] for p in monitor.query.recentProgress if p["numInputRows"]} - seen)
-        report.add(Figure("steady: micro-batches run in 10 s without new data", idle_batches, "batches",
+        report.add(Figure(f"{named}: micro-batches run in 10 s without new data", idle_batches, "batches",
                           "idle batch ≤ 0.3 s", "without data Spark runs no batch (no stateful operator)",
                           idle_batches == 0))
         for rate in rates:
@@ -384,18 +388,18 @@ def run_steady(report: Report, spark: Any, broker: LocalKafka, workdir: Path, ra
             p95 = durations[min(len(durations) - 1, int(0.95 * len(durations)))]
             achieved = produced / seconds
             catch_up = caught - time.monotonic() + (time.time() - produced_at)
-            report.add(Figure(f"steady {rate:,} rec/s: producer achieved", achieved, "rec/s"))
-            report.add(Figure(f"steady {rate:,} rec/s: p95 micro-batch", p95, "s",
+            report.add(Figure(f"{named} {rate:,} rec/s: producer achieved", achieved, "rec/s"))
+            report.add(Figure(f"{named} {rate:,} rec/s: p95 micro-batch", p95, "s",
                               "≤ 1.5 s" if rate == 20_000 else "",
                               f"median {statistics.median(durations):.2f}s over {len(window)} batches",
                               p95 <= 1.5 if rate == 20_000 else None))
-            report.add(Figure(f"steady {rate:,} rec/s: caught up after the producer stopped", max(0.0, catch_up),
+            report.add(Figure(f"{named} {rate:,} rec/s: caught up after the producer stopped", max(0.0, catch_up),
                               "s", "keeps up" if rate == 100_000 else "", "",
                               catch_up <= 10 if rate == 100_000 else None))
             if latencies:
                 ordered = sorted(latencies)
                 p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
-                report.add(Figure("steady 20,000 rec/s: rebalance → exporter p95", p95, "s", "≤ 3 s",
+                report.add(Figure(f"{named} 20,000 rec/s: rebalance → exporter p95", p95, "s", "≤ 3 s",
                                   f"median {statistics.median(ordered):.2f}s over {len(ordered)} probes", p95 <= 3))
     finally:
         monitor.stop()
@@ -448,6 +452,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fresh-job-args", action="append", metavar="ARGS",
                         help="extra arguments of the fresh jobs; given more than once, each is a variant run in "
                              "turn with the others (\"\" is the job as shipped)")
+    parser.add_argument("--steady-job-args", action="append", metavar="ARGS",
+                        help="extra arguments of the steady-load job; given more than once, each is a variant run "
+                             "in turn on a topic of its own in the same session (\"\" is the job as shipped)")
     parser.add_argument("--steady-seconds", type=float, default=180)
     parser.add_argument("--steady-rates", default="5000,20000,50000,100000")
     parser.add_argument("--probes", type=int, default=20)
@@ -481,8 +488,9 @@ def main(argv: list[str] | None = None) -> None:
                                       not args.no_baselines, args.fresh_driver_memory, args.fresh_job_args or [""],
                                       cluster)
                 elif name == "steady":
-                    run_steady(report, spark, broker, workdir, [int(r) for r in args.steady_rates.split(",")],
-                               args.steady_seconds, args.probes)
+                    for variant in args.steady_job_args or [""]:
+                        run_steady(report, spark, broker, workdir, [int(r) for r in args.steady_rates.split(",")],
+                                   args.steady_seconds, args.probes, variant)
                 else:
                     run_backlog(report, spark, broker, name, WORKLOADS[name], workdir, not args.no_baselines)
         finally:
