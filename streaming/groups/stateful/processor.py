@@ -132,9 +132,11 @@ def processor(settings: FoldSettings, clock: Callable[[], float] = time.time) ->
             saved: dict[str, Saved] = {}
             if sweep:
                 self.swept.update((now_ms,))
-                if swept is not None:  # a key's first call has nothing old to look at
+                if swept is not None:
                     saved = {k[0]: loads(v[0]) for k, v in self.groups.iterator()}
-            for group in groups_named(table):
+            # A key's first call (no sweep time yet) has nothing saved to read: a backlog's first batch would
+            # otherwise ask the state server once for each of its groups, one round trip each, to hear nothing.
+            for group in groups_named(table) if swept is not None else ():
                 if group not in saved:
                     value = self.groups.getValue((group,))
                     if value is not None:
