@@ -13,6 +13,7 @@ from benchmarks.synthetic import Workload, backlog, produce
 from decoders import decode
 from streaming.decode.config import JOB_GROUP_PREFIX
 from streaming.driver.fold_mode import FoldModeMismatch
+from streaming.driver.state_query import SESSION_SETTINGS
 from streaming.logs.dead_letters import print_dead_letters
 from testbed.workload import Member, wait_balanced, wait_until
 from tests.support.decoder_encoder import encode_key
@@ -30,8 +31,7 @@ SHOWN = ("kafka_consumergroup_generation", "kafka_consumergroup_rebalances_total
 @pytest.fixture
 def session_conf(spark) -> Iterator[None]:
     """The shared session's settings the state-store fold sets, put back for the tests after this one."""
-    names = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass")
-    before = {name: spark.conf.get(name, None) for name in names}
+    before = {name: spark.conf.get(name, None) for name in SESSION_SETTINGS}
     yield
     for name, was in before.items():
         if was is None:
