@@ -23,9 +23,10 @@ metaspace: RSS alone cannot tell a heap that grows into its committed size from 
 memory, every sample has the groups the cluster lists, the groups the job's stage holds, every
 entry the job's objects hold (``benchmarks/held.py``) and the checkpoint's size; the end lists
 each container that grew or shrank, and the churn profile stops the load, lets the job read to the
-end and compares the groups it holds with the cluster's. With ``--fold state-store`` every sample also counts
-the groups the state store holds (Spark's state data source at the last committed batch), and the end compares
-them with the groups shown. Not a test: it prints figures, it asserts
+end and compares the groups it holds with the cluster's. With ``--fold state-store`` the start and
+the end also count the groups the state store holds (Spark's state data source at the last committed
+batch), and the end compares them with the groups shown. Each sample has the batches' mean time since
+the one before: a job that falls behind shows it there first. Not a test: it prints figures, it asserts
 nothing.
 """
 
@@ -106,7 +107,8 @@ def jvm_heap(pid: int | None) -> dict[str, float]:
 
 def job_figures(monitor: Monitor) -> dict[str, float]:
     text = urllib.request.urlopen(monitor.metrics_url, timeout=30).read().decode()
-    figures = {"groups": 0.0, "rebalances": 0.0, "series": 0.0, "batches": 0.0, "input_lag_records": 0.0}
+    figures = {"groups": 0.0, "rebalances": 0.0, "series": 0.0, "batches": 0.0, "batch_seconds": 0.0,
+               "input_lag_records": 0.0}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "rebalance_monitor_groups":
@@ -117,6 +119,8 @@ def job_figures(monitor: Monitor) -> dict[str, float]:
                 figures["series"] = sample.value
             elif sample.name == "rebalance_monitor_batch_duration_seconds_count":
                 figures["batches"] = sample.value
+            elif sample.name == "rebalance_monitor_batch_duration_seconds_sum":
+                figures["batch_seconds"] = sample.value
             elif sample.name == "rebalance_monitor_input_lag_records":
                 figures["input_lag_records"] = sample.value
     return figures
@@ -246,7 +250,10 @@ class Committer(threading.Thread):
 
 
 def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, float], churn: int,
-         commits: int, holding: dict[str, float]) -> str:
+         commits: int, holding: dict[str, float], since: dict[str, float] | None = None) -> str:
+    """One sample; ``since``: the last sample's figures, for the batches' mean time in between."""
+    batches = figures["batches"] - (since or {}).get("batches", 0.0)
+    mean = (figures["batch_seconds"] - (since or {}).get("batch_seconds", 0.0)) / batches if batches else 0.0
     return (f"{label:>6} t={elapsed / 60:5.1f}min driver_jvm={mem['driver_jvm']:7.1f}MiB "
             f"python={mem['python']:7.1f}MiB python_workers={mem['python_workers']:7.1f}MiB "
             f"jvm_heap_live={mem['heap_live']:6.1f}MiB jvm_heap_committed={mem['heap_committed']:6.1f}MiB "
@@ -254,18 +261,21 @@ def line(label: str, elapsed: float, mem: dict[str, float], figures: dict[str, f
             f"arrow_live={mem['arrow_live']:.1f}MiB malloc_used={mem.get('malloc_used', 0):.1f}MiB "
             f"malloc_free={mem.get('malloc_free', 0):.1f}MiB "
             f"groups={figures['groups']:.0f} series={figures['series']:.0f} rebalances={figures['rebalances']:.0f} "
-            f"batches={figures['batches']:.0f} input_lag={figures['input_lag_records']:.0f} "
+            f"batches={figures['batches']:.0f} batch_mean={mean:.1f}s input_lag={figures['input_lag_records']:.0f} "
             f"churn_cycles={churn} commit_records={commits} "
             + " ".join(f"{k}={v:.0f}" if k != "checkpoint_mib" else f"{k}={v:.1f}" for k, v in holding.items()))
 
 
-def holdings(monitor: Monitor, admin: Admin, checkpoint: Path, sizes: Counter[str]) -> dict[str, float]:
+def holdings(monitor: Monitor, admin: Admin, checkpoint: Path, sizes: Counter[str],
+             state: bool = False) -> dict[str, float]:
     """The groups the cluster lists beside the groups the job's stage holds, every entry its objects hold
-    (``sizes``, from :func:`held`), and the checkpoint's size on disk."""
+    (``sizes``, from :func:`held`), and the checkpoint's size on disk; with ``state`` (the load's start, the
+    warm-up's end and the end) the groups the state-store fold's state holds too: reading them is a Spark job
+    of its own beside the query's, which every minute would weigh on the batches measured."""
     sink = monitor.runner.sink
     figures = {"cluster_groups": len(admin.client.list_groups()),
                "stage_groups": len(sink.groups) if sink is not None else 0}
-    if monitor.options.groups.fold == "state-store":
+    if state and monitor.options.groups.fold == "state-store":
         figures["state_keys"] = len(state_groups(monitor, checkpoint / "spark"))
     return {**figures, "held_entries": sum(sizes.values()),
             "checkpoint_mib": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file()) / MIB}
@@ -392,25 +402,28 @@ def main(argv: list[str] | None = None) -> None:
             loaded = time.monotonic()
             checkpoint = workdir / "checkpoint"
             print(line("load", 0, memory(), job_figures(monitor), 0, committer.records,
-                       holdings(monitor, admin, checkpoint, held(monitor))), flush=True)
+                       holdings(monitor, admin, checkpoint, held(monitor), state=True)), flush=True)
             time.sleep(args.warmup_minutes * 60)
             started = time.monotonic()
             first_mem, held_samples = memory(), [held(monitor)]
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
-            print(line("start", started - loaded, first_mem, job_figures(monitor), cycles, committer.records,
-                       holdings(monitor, admin, checkpoint, held_samples[0])), flush=True)
+            previous = job_figures(monitor)
+            print(line("start", started - loaded, first_mem, previous, cycles, committer.records,
+                       holdings(monitor, admin, checkpoint, held_samples[0], state=True)), flush=True)
             deadline = started + args.minutes * 60
             while time.monotonic() < deadline and monitor.query.exception() is None:
                 time.sleep(min(args.sample_seconds, max(0.0, deadline - time.monotonic())))
                 cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
                 held_samples.append(held(monitor))
-                print(line("sample", time.monotonic() - loaded, memory(), job_figures(monitor), cycles,
-                           committer.records, holdings(monitor, admin, checkpoint, held_samples[-1])), flush=True)
+                figures = job_figures(monitor)
+                print(line("sample", time.monotonic() - loaded, memory(), figures, cycles, committer.records,
+                           holdings(monitor, admin, checkpoint, held_samples[-1]), previous), flush=True)
+                previous = figures
             last_mem, last = memory(), job_figures(monitor)
             held_samples.append(held(monitor))
             cycles = sum(w.cycles for w in workers if isinstance(w, Churn))
             print(line("end", time.monotonic() - loaded, last_mem, last, cycles, committer.records,
-                       holdings(monitor, admin, checkpoint, held_samples[-1])), flush=True)
+                       holdings(monitor, admin, checkpoint, held_samples[-1], state=True), previous), flush=True)
             memory_changes = ", ".join(
                 f"{k} {first_mem[k]:.0f} -> {last_mem[k]:.0f} {'k' if k.endswith('_k') else 'MiB'} "
                 f"({last_mem[k] - first_mem[k]:+.0f})" for k in first_mem)
