@@ -36,16 +36,12 @@ log = logging.getLogger("rebalance_monitor")
 
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-# A commit writes the keys it changed to a changelog file instead of a RocksDB checkpoint of every partition's
-# files; a snapshot follows in the background every few batches. Off in Spark by default; --spark-conf can
-# turn it off here, on an existing checkpoint too.
-CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 STATE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Spark's state server warns each time a value asked for is absent: here each new group's first batch (a soak's
 # new group every 4 s, a line each). Quieted in the driver's JVM: local mode's executors; a cluster's executors
 # keep their own log settings.
 STATE_SERVER_LOGGER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
-SESSION_SETTINGS = (PROVIDER, CHANGELOG_CHECKPOINTING, STATE_PARTITIONS)  # what the fold sets on the session
+SESSION_SETTINGS = (PROVIDER, STATE_PARTITIONS)  # what the fold sets on the session
 # The offsets topic's default partitions (offsets.topic.num.partitions), when its count cannot be read.
 DEFAULT_STATE_PARTITIONS = 50
 
@@ -91,7 +87,6 @@ class StateStoreRunner(QueryRunner):
         # The provider and the partitions are read at the checkpoint's first start only, then fixed by it.
         conf.set(PROVIDER, ROCKSDB_PROVIDER)
         conf.set(STATE_PARTITIONS, settings.get(STATE_PARTITIONS, str(partitions or DEFAULT_STATE_PARTITIONS)))
-        conf.set(CHANGELOG_CHECKPOINTING, settings.get(CHANGELOG_CHECKPOINTING, "true"))
         decoded = decode(kafka_stream(self.spark, self.kafka, source, partitions), source, None)
         keyed = decoded.withColumn(KEY_COLUMN, F.coalesce(F.col("kafka_partition"), F.lit(-1)))
         return keyed.groupBy(KEY_COLUMN).transformWithStateInPandas(
