@@ -41,7 +41,13 @@ STATE_PARTITIONS = "spark.sql.shuffle.partitions"
 # new group every 4 s, a line each). Quieted in the driver's JVM: local mode's executors; a cluster's executors
 # keep their own log settings.
 STATE_SERVER_LOGGER = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
-SESSION_SETTINGS = (PROVIDER, STATE_PARTITIONS)  # what the fold sets on the session
+# Checkpoint files are written to a temporary name and renamed. Spark's default manager renames through Hadoop's
+# FileContext, which on a local file system (a volume, as deployment.md asks for) forks `readlink` for every
+# rename: 50 state partitions' commits a batch, each fork slower as the JVM grows (docs/reliability.md). The
+# FileSystem-based manager renames in the JVM; --spark-conf can name another.
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+IN_JVM_RENAMES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+SESSION_SETTINGS = (PROVIDER, STATE_PARTITIONS, CHECKPOINT_FILE_MANAGER)  # what the fold sets on the session
 # The offsets topic's default partitions (offsets.topic.num.partitions), when its count cannot be read.
 DEFAULT_STATE_PARTITIONS = 50
 
@@ -87,6 +93,7 @@ class StateStoreRunner(QueryRunner):
         # The provider and the partitions are read at the checkpoint's first start only, then fixed by it.
         conf.set(PROVIDER, ROCKSDB_PROVIDER)
         conf.set(STATE_PARTITIONS, settings.get(STATE_PARTITIONS, str(partitions or DEFAULT_STATE_PARTITIONS)))
+        conf.set(CHECKPOINT_FILE_MANAGER, settings.get(CHECKPOINT_FILE_MANAGER, IN_JVM_RENAMES))
         decoded = decode(kafka_stream(self.spark, self.kafka, source, partitions), source, None)
         keyed = decoded.withColumn(KEY_COLUMN, F.coalesce(F.col("kafka_partition"), F.lit(-1)))
         return keyed.groupBy(KEY_COLUMN).transformWithStateInPandas(
