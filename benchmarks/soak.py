@@ -359,6 +359,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kip848-members", action=argparse.BooleanOptionalAction, default=None,
                         help="churn: every other joining member uses the KIP-848 protocol (default: on a local "
                              "Kafka 4+ broker)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="the job's --spark-conf, given to the session it starts")
     parser.add_argument("--fold", choices=FOLDS, default="driver",
                         help="the job's --fold; with state-store every sample also counts the state store's groups")
     args = parser.parse_args(argv)
@@ -376,7 +378,8 @@ def main(argv: list[str] | None = None) -> None:
         admin.create_topic(topic, args.partitions)
         options = parse_args(["--bootstrap-server", bootstrap, "--checkpoint-dir", str(workdir / "checkpoint"),
                               "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--trigger-seconds", "5",
-                              "--master", "local[2]", "--expiry-sweep-seconds", "60", "--fold", args.fold])
+                              "--master", "local[2]", "--expiry-sweep-seconds", "60", "--fold", args.fold,
+                              *(arg for setting in args.spark_conf for arg in ("--spark-conf", setting))])
         spark = spark_session(options, {"spark.ui.enabled": "false", "spark.driver.memory": "1g"})
         stop = threading.Event()
         workers: list[threading.Thread] = [Churn(bootstrap, f"soak-churn-{i}", topic, stop)
