@@ -362,7 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                         help="the job's --spark-conf, given to the session it starts")
     parser.add_argument("--fold", choices=FOLDS, default="driver",
-                        help="the job's --fold; with state-store every sample also counts the state store's groups")
+                        help="the job's --fold; with state-store the start and the end also count the state "
+                             "store's groups")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
