@@ -35,16 +35,14 @@ def changes_from(settings: FoldSettings, now_ms: int) -> Callable[[Iterator[pa.R
     return run
 
 
-def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: FoldSettings, where: Any = None,
+def restore(spark: Any, spark_checkpoint: Path, batch_id: int | None, settings: FoldSettings, where: Any,
             clock: Callable[[], float] = time.time) -> pa.Table:
     """The change rows of every group the state held after ``batch_id`` that the Spark column ``where`` keeps
     (the group filters as they are now), in group order; none before a committed batch. Rows, not changes:
     the driver unpickles them a slice at a time."""
     if batch_id is None:
         return ARROW_SCHEMA.empty_table()
-    rows = saved_groups(spark, spark_checkpoint, batch_id)
-    if where is not None:
-        rows = rows.where(where)
+    rows = saved_groups(spark, spark_checkpoint, batch_id).where(where)
     return rows.mapInArrow(changes_from(settings, int(clock() * 1000)), SCHEMA).toArrow().sort_by("group")
 
 
