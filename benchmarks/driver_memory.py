@@ -6,13 +6,17 @@ and prints what stays allocated per group (tracemalloc), by the line that alloca
 in the same process, the committed offsets of the same groups held both ways: the columnar store
 (:mod:`streaming.groups.offsets`) and the dict of ``(topic, partition) -> (offset, time)`` tuples
 it replaced (the baseline), in bytes per partition, at W2's 10 and W1's 50 partitions per group;
-and how far a batch of commits alone, on top of every group's state, rises above that state while
-it is folded, its commits taken from Arrow in slices (as shipped) and all at once (the baseline).
+the members' owned partitions the lag book keeps, in columns (:mod:`streaming.lag.owned`) and as the
+dict of lists of tuples they replaced (the baseline), in bytes per group and in the time a refresh's pass
+over every owned partition takes; and how far a batch of commits alone, on top of every group's state,
+rises above that state while it is folded, its commits taken from Arrow in slices (as shipped) and all at
+once (the baseline).
 """
 
 from __future__ import annotations
 
 import gc
+import statistics
 import sys
 import tempfile
 import time
@@ -33,6 +37,7 @@ from streaming.groups.config import GroupsConfig
 from streaming.groups.offsets import CommittedOffset, PartitionOffsets
 from streaming.groups.stage import GroupStage
 from streaming.groups.store import StateStore
+from streaming.lag.owned import Owned
 from streaming.lag.tracker import LagTracker
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
@@ -125,6 +130,34 @@ def offsets_per_partition(groups: int, partitions: int) -> tuple[float, float]:
     return ours / (groups * partitions), baseline / (groups * partitions)
 
 
+def owned_per_group(groups: int) -> None:
+    """The lag book's owned partitions of W2's groups (two members, five partitions each), built as the
+    publisher hands them over (each group's label values its own strings, as unpickled): bytes a group, and a
+    pass over every owned partition (a refresh makes three), columnar against the dict of lists (baseline)."""
+    def handed() -> list[dict[tuple[tuple[str, str], ...], list[tuple[str, int]]]]:
+        return [{(("member", ""), ("client_id", f"consumer-{m}"), ("client_host", f"/10.0.{g % 250}.{m}")):
+                 [(f"bench-topic-{g % 1000}", p) for p in range(m, 10, 2)] for m in range(2)} for g in range(groups)]
+
+    figures = {}
+    for label, build, walk in (
+            ("columns", lambda: [Owned(owned) for owned in handed()],
+             lambda kept: sum(1 for owned in kept for _ in owned.partitions())),
+            ("dict of lists (baseline)", handed,
+             lambda kept: sum(1 for owned in kept for parts in owned.values() for _ in parts))):
+        size, kept = retained(build)
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            walk(kept)
+            times.append(time.perf_counter() - started)
+        figures[label] = size / groups, statistics.median(times)
+        del kept
+    (ours, ours_s), (base, base_s) = figures.values()
+    print(f"owned partitions, {groups:,} groups of two members on 10 partitions: {ours:,.0f} bytes a group in "
+          f"columns, {base:,.0f} as a dict of lists (baseline, same process): {base / ours:.1f}x; a pass over every "
+          f"owned partition {ours_s * 1000:.0f} ms, {base_s * 1000:.0f} ms (median of 5): {ours_s / base_s:.2f}x")
+
+
 def new_sink(tmp: Path, granularity: str = "partition") -> BatchSink:
     return BatchSink(GroupsConfig(), GroupStage(), StateStore(tmp / "state"),
                      build_publishing("c", LagTracker(), granularity), EventLog(tmp / "events"),
@@ -192,6 +225,7 @@ def main(argv: list[str]) -> None:
         ours, baseline = offsets_per_partition(groups // partitions * 10, partitions)
         print(f"committed offsets, {partitions} partitions a group: {ours:.0f} bytes a partition columnar, "
               f"{baseline:.0f} as a dict of tuples (baseline, same process): {baseline / ours:.1f}x")
+    owned_per_group(groups)
     second_batch_peak(groups)
     fold_profile(groups)
 

@@ -31,13 +31,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from streaming.lag.config import TopicFilter
 from streaming.lag.health import HealthWindows
 from streaming.lag.loss_file import LossFile
+from streaming.lag.owned import Owned, Owner
 from streaming.lag.retention import LostRecords, margin
 from streaming.lag.tracker import LagTracker
 from streaming.protocol import TopicPartition
@@ -67,7 +68,7 @@ LOSS_CONFIRM_MAX = 100
 # What was counted lost is written to the loss file at most this often (and at close).
 LOSS_SAVE_S = 30.0
 
-Owner = tuple[tuple[str, str], ...]  # a member's labels, as the publisher keys its partitions
+NOTHING_OWNED = Owned()  # a group no member is known to own anything of
 Row = tuple[int, float | None]  # a partition's lag in records and when its next record was written
 CompatRow = tuple[str, int, int, int | None]  # topic, partition, committed (-1: none), lag (None: unknown)
 
@@ -125,7 +126,7 @@ class LagBook:
         self._on_refresh = tuple(on_refresh)
         self._lock = threading.Lock()
         self._offsets: dict[str, Mapping[TopicPartition, int]] = {}
-        self._owned: dict[str, dict[Owner, list[TopicPartition]]] = {}
+        self._owned: dict[str, Owned] = {}
         self._last_commit: dict[str, float] = {}  # group -> when the job last saw it commit (epoch s)
         self._fresh: dict[str, dict[TopicPartition, int]] = {}  # committed offsets a scrape fetched
         self._fresh_at: dict[str, float] = {}  # when the request that found a group's fresh offsets was sent
@@ -169,27 +170,28 @@ class LagBook:
     # -- the batch thread -----------------------------------------------------------
 
     def update(self, group: str, committed: Mapping[TopicPartition, int],
-               owned: Mapping[Owner, list[TopicPartition]] | None, last_commit_s: float = 0.0) -> None:
+               owned: Mapping[Owner, Iterable[TopicPartition]] | None, last_commit_s: float = 0.0) -> None:
         """A group changed: keep what its lag is computed over and show its lag. ``committed`` is kept as
         given (the publisher hands over a copy); ``owned`` None keeps the members' partitions as they were
         (the group changed by commits alone)."""
-        if self._topics is not None:
-            follows = self._topics.follows
+        follows = None if self._topics is None else self._topics.follows
+        if follows is not None:
             committed = {tp: o for tp, o in committed.items() if follows(tp[0])}
-            if owned is not None:
-                owned = {owner: [tp for tp in tps if follows(tp[0])] for owner, tps in owned.items()}
+        kept = None if owned is None else Owned(owned if follows is None else {
+            owner: [tp for tp in tps if follows(tp[0])] for owner, tps in owned.items()})
         with self._lock:
             self._load_losses()
-            owned = self._owned.get(group, {}) if owned is None else dict(owned)
-            if committed != self._offsets.get(group) or owned != self._owned.get(group):
+            if kept is None:
+                kept = self._owned.get(group, NOTHING_OWNED)
+            if committed != self._offsets.get(group) or kept != self._owned.get(group):
                 self._wanted_dirty = True
             self._offsets[group] = committed
-            self._owned[group] = owned
+            self._owned[group] = kept
             self._last_commit[group] = last_commit_s
             fresh = self._fresh.get(group)
             if fresh:  # a fetched offset the job has now seen committed (or passed) is not needed any more
                 self._fresh[group] = {tp: o for tp, o in fresh.items() if o > committed.get(tp, o)}
-            if group in self._has_lag or self._any_sampled(committed, owned, self._sampled):
+            if group in self._has_lag or self._any_sampled(committed, kept, self._sampled):
                 self._show.group(self._view(group))  # else nothing to show yet: the refresh after its first sample
 
     def remove(self, group: str) -> None:
@@ -254,7 +256,7 @@ class LagBook:
             wanted = None
             if self._wanted_dirty:
                 committed = {(t, p, o) for group in self._offsets for (t, p), o in self._committed(group).items()}
-                uncommitted = {tp for group, owned in self._owned.items() for parts in owned.values() for tp in parts
+                uncommitted = {tp for group, owned in self._owned.items() for tp in owned.partitions()
                                if tp not in self._offsets.get(group, {})}
                 wanted = committed, uncommitted
                 self._wanted_dirty = False
@@ -271,13 +273,14 @@ class LagBook:
             with self._lock:
                 if self._offsets.get(group) is not offsets:
                     continue  # changed or removed meanwhile: update showed it afresh
-                if group in self._has_lag or self._any_sampled(offsets, self._owned.get(group, {}), sampled):
+                owned = self._owned.get(group, NOTHING_OWNED)
+                if group in self._has_lag or self._any_sampled(offsets, owned, sampled):
                     self._show.group(self._view(group))
         self._confirm_losses()
         self._save_losses(now)
         with self._lock:
             grouped = {tp for offsets in self._offsets.values() for tp in offsets}
-            grouped.update(tp for owned in self._owned.values() for parts in owned.values() for tp in parts)
+            grouped.update(tp for owned in self._owned.values() for tp in owned.partitions())
             ends = {}
             for tp in sorted(grouped & sampled.keys()):
                 found = self.tracker.lag_uncommitted(*tp)
@@ -370,10 +373,9 @@ class LagBook:
     # -- a group's view (under the lock) -------------------------------------------------------
 
     @staticmethod
-    def _any_sampled(committed: Mapping[TopicPartition, int], owned: Mapping[Owner, list[TopicPartition]],
+    def _any_sampled(committed: Mapping[TopicPartition, int], owned: Owned,
                      sampled: Mapping[TopicPartition, float] | set[TopicPartition]) -> bool:
-        return any(tp in sampled for tp in committed) or any(tp in sampled for parts in owned.values()
-                                                             for tp in parts)
+        return any(tp in sampled for tp in committed) or any(tp in sampled for tp in owned.partitions())
 
     def _committed(self, group: str) -> Mapping[TopicPartition, int]:
         """What the group's lag is computed from: the job's committed offsets, newer ones a scrape fetched
@@ -420,16 +422,15 @@ class LagBook:
             rows[tp] = (max(0, lag.lag), lag.since)
             if lag.since is not None:
                 methods[tp] = lag.seconds_method or ""
-        owned = self._owned.get(group, {})
+        owned = self._owned.get(group, NOTHING_OWNED)
         uncommitted: dict[TopicPartition, int] = {}
-        for parts in owned.values():
-            for tp in parts:
-                if tp in committed or tp in rows or tp in uncommitted:
-                    continue
-                compat_rows.append((*tp, -1, -1))
-                lag = self.tracker.lag_uncommitted(*tp)
-                if lag is not None:
-                    uncommitted[tp] = max(0, lag.lag)
+        for tp in owned.partitions():
+            if tp in committed or tp in rows or tp in uncommitted:
+                continue
+            compat_rows.append((*tp, -1, -1))
+            lag = self.tracker.lag_uncommitted(*tp)
+            if lag is not None:
+                uncommitted[tp] = max(0, lag.lag)
         retention = self._retention_s
         deadlines = [since + retention[tp[0]] for tp, (_, since) in rows.items()
                      if since is not None and since != math.inf and tp[0] in retention]
@@ -437,7 +438,7 @@ class LagBook:
         sampled_at = self.tracker.last_round_at()
         # A group with members is judged on the topics they are assigned: records arriving on a topic it stopped
         # consuming (its old commits wait to expire there) are not a group that stopped (nor a page).
-        assigned = {tp[0] for parts in owned.values() for tp in parts}
+        assigned = {topic for topic, _ in owned.partitions()}
         judged = {tp: end for tp, end in log_ends.items() if not assigned or tp[0] in assigned}
         if sampled_at is not None and judged:
             # The job's offsets, as the offsets topic ordered the group's commits: a scrape's OffsetFetch laid
