@@ -58,6 +58,11 @@ class _Columns:
             for partition in column[:len(column) // self.ROWS]:
                 yield topic, partition
 
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        """Unpickled (the state-store fold hands each change over pickled): topic names interned, so the groups
+        on one topic share its name, as the stage's own columns do."""
+        self._topics = {sys.intern(topic): column for topic, column in state[1]["_topics"].items()}
+
     def _value(self, column: array[int], n: int, i: int) -> Any:
         """The mapped value of the partition at index ``i`` of a topic's array of ``n`` partitions."""
         raise NotImplementedError

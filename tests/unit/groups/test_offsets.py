@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 
 import pytest
@@ -74,3 +75,13 @@ def test_a_partition_costs_a_few_machine_words_not_a_few_objects() -> None:
                                              + sys.getsizeof(v.offset) + sys.getsizeof(v.commit_timestamp_ms)
                                              for k, v in plain.items())
     assert columns.nbytes() * 5 < plain_bytes
+
+
+def test_unpickled_offsets_share_their_topic_names() -> None:
+    """The state-store fold hands each group's change over pickled: without interning, every group kept its own
+    copy of each topic's name."""
+    topic = "orders-" + "x" * 40
+    first, second = (pickle.loads(pickle.dumps(PartitionOffsets({(topic, 0): CommittedOffset(5, None)}).committed()))
+                     for _ in range(2))
+    assert dict(first) == {(topic, 0): 5} and first == second
+    assert next(iter(first))[0] is next(iter(second))[0]
