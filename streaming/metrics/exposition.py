@@ -150,20 +150,25 @@ class FamilyCache:
     def put(self, group: str, lines: Lines, names: Iterable[str]) -> None:
         """Replace ``group``'s text in the families ``names`` (the ones this rendering covers)."""
         encoded = lines.encoded(self.labels)
-        series = self._series.get(group, 0)
+        shown = self._series.get(group)  # None: a new group, with no old text to take out (a first batch's)
+        series = shown or 0
         for name in names:
-            if name in self._ages:
+            texts = self._text.get(name)
+            if texts is None:  # an age family
                 ages = lines.aged(name, self.labels)
-                old_ages = self._ages[name].pop(group, ())
+                old_ages = self._ages[name].pop(group, ()) if shown is not None else ()
                 series += len(ages or ()) - len(old_ages)
                 if ages:
                     self._ages[name][group] = ages
                 continue
+            if shown is not None:
+                old_text = texts.pop(group, None)
+                if old_text is not None:
+                    series -= old_text.count(b"\n")
             text = encoded.get(name)
-            old_text = self._text[name].pop(group, b"")
-            series += len(lines.by_family.get(name, ())) - old_text.count(b"\n")
             if text:
-                self._text[name][group] = text
+                texts[group] = text
+                series += len(lines.by_family[name])
         self._series[group] = series
 
     def remove(self, group: str) -> None:

@@ -92,18 +92,18 @@ def lag_lines(lines: Lines, view: GroupLag, per_partition: bool, kafka_exporter:
     and scrapes show how long ago that was."""
     group = view.group
     per_topic: dict[str, list[Row]] = {}
-    for (topic, partition), row in sorted(view.rows.items()):
+    partitions = sorted(view.rows.items())
+    for (topic, _), row in partitions:
         per_topic.setdefault(topic, []).append(row)
-        if per_partition:
-            labels = (("group", group), ("topic", topic), ("partition", str(partition)))
-            lines.add(_F["kafka_consumergroup_partition_lag"], labels, row[0])
+    if per_partition:
+        by_group = (("group", group),)
+        lines.add_many(_F["kafka_consumergroup_partition_lag"], by_group, [(tp, row[0]) for tp, row in partitions])
+        for (topic, partition), row in partitions:
             if row[1] is not None:
                 lines.add_age(_F["kafka_consumergroup_partition_lag_seconds"],
-                              (*labels, ("method", view.methods.get((topic, partition), ""))), row[1])
-    if per_partition:
-        for (topic, partition), lag in view.uncommitted.items():
-            lines.add(_F["kafka_consumergroup_partition_lag_uncommitted"],
-                      (("group", group), ("topic", topic), ("partition", str(partition))), lag)
+                              (*by_group, ("topic", topic), ("partition", str(partition)),
+                               ("method", view.methods.get((topic, partition), ""))), row[1])
+        lines.add_many(_F["kafka_consumergroup_partition_lag_uncommitted"], by_group, view.uncommitted.items())
     everything: list[Row] = []
     for topic, rows in per_topic.items():
         _aggregates(lines, (("group", group), ("topic", topic)), rows, "kafka_consumergroup_topic_")

@@ -95,8 +95,7 @@ def retention_lines(lines: Lines, group: str, margins: Mapping[TopicPartition, i
     if deadline_s is not None:
         lines.add(DEADLINE, (("group", group),), deadline_s)
     if per_partition:
-        for (topic, partition), records in sorted(margins.items()):
-            lines.add(MARGIN, (("group", group), ("topic", topic), ("partition", str(partition))), records)
+        lines.add_many(MARGIN, (("group", group),), sorted(margins.items()))
     if margins:
         lines.add(MIN_MARGIN, (("group", group),), min(margins.values()))
     # Zero for every committed topic, so that the first loss is an increase Prometheus can see.
