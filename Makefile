@@ -17,10 +17,10 @@ endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo-setup jars prometheus prometheus3 helm wheel image image-tools test-image bench-image test test-fast lint run screenshot bench bench-job bench-soak soak-trust fuzz kafka-up kafka-down clean
+.PHONY: setup demo-setup jars class-archive prometheus prometheus3 helm wheel image image-tools test-image bench-image test test-fast lint run screenshot bench bench-job bench-soak soak-trust fuzz kafka-up kafka-down clean
 
 # What the demo needs (`make run`); `setup` adds the test tools, Prometheus 3 and Helm, built from source.
-demo-setup: $(STAMP) jars prometheus
+demo-setup: $(STAMP) jars prometheus class-archive
 
 setup: demo-setup prometheus3 helm
 
@@ -38,6 +38,16 @@ deploy/python/spark-%.txt:
 # Spark's Kafka connector (the job's --jars-dir) and the broker jars, through Maven into build/jars.
 jars: $(STAMP)
 	$(PY) -m testbed.jvm
+
+# The driver JVM's classes in a class-data-sharing archive, which the job maps when it starts Spark (about
+# 0.7x Spark's start: streaming/class_archive.py). Written once per Spark line and JVM; a failure only warns,
+# the job then starts without it.
+CLASS_ARCHIVE := build/jvm/spark-$(SPARK_VERSION).jsa
+class-archive: $(CLASS_ARCHIVE)
+$(CLASS_ARCHIVE): $(STAMP)
+	@mkdir -p $(dir $@)
+	@$(PY) -m streaming.class_archive $@ >build/class-archive.log 2>&1 && tail -1 build/class-archive.log \
+		|| echo "NOTE: no class archive (build/class-archive.log): Spark starts without one"
 
 # Prometheus and promtool, which the ops tests and `make run` use, and Alertmanager with amtool, which
 # tests/deploy/test_alertmanager.py uses: Debian's packages when root.

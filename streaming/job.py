@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streaming.class_archive import sharing_option
 from streaming.cluster.client import (
     KafkaAccessError,
     UnsupportedKafkaOption,
@@ -231,7 +232,9 @@ def spark_session(options: JobOptions, extra_conf: dict[str, str] | None = None)
         **options.driver.spark_settings,
     }
     # Given before the JVM starts (pyspark's launcher passes every setting to spark-submit).
-    conf[DRIVER_JAVA_OPTIONS] = driver_java_options(conf.get(DRIVER_JAVA_OPTIONS))
+    java_options = driver_java_options(conf.get(DRIVER_JAVA_OPTIONS))
+    sharing = sharing_option(java_options)  # Spark's classes mapped from an archive: a faster start
+    conf[DRIVER_JAVA_OPTIONS] = f"{java_options} {sharing}" if sharing else java_options
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -1,7 +1,7 @@
 """The stage packages stand on floors: a package imports only from the floors below its own.
 
-The floors, bottom up: the messages and contracts every stage shares; the driver's Kafka clients;
-the stages that hold state (decode, groups, lag, live, logs) and the advisor over the groups;
+The floors, bottom up: the messages and contracts every stage shares; the driver's Kafka clients and its
+JVM's class archive; the stages that hold state (decode, groups, lag, live, logs) and the advisor over the groups;
 the metrics stage, which only renders what it is handed; the driver, which wires a batch through
 them; the options composed from every package's config; the job; its command line. An import up
 a floor (a back-arrow) makes two stages one.
@@ -17,7 +17,7 @@ import streaming
 ROOT = Path(streaming.__file__).parent
 FLOORS = (
     {"protocol", "settings", "lifecycle", "jars"},
-    {"cluster"},
+    {"cluster", "class_archive"},
     {"decode", "groups", "lag", "live", "logs", "logformat"},
     {"advisor"},
     {"metrics"},
