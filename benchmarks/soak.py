@@ -68,11 +68,17 @@ from testbed.workload import Admin, Member, wait_until
 MIB = 1 << 20
 
 
+def job_processes(root: int) -> tuple[list[int], list[int]]:
+    """The driver JVM (Spark's SparkSubmit) under ``root`` and Spark's Python workers under it. The JVM's own
+    command line names pyspark too (its class path): it is not one of the workers."""
+    jvm = [p for p in tree(root) if "org.apache.spark.deploy.SparkSubmit" in cmdline(p)]
+    return jvm, [p for j in jvm for p in tree(j) if p != j and "pyspark" in cmdline(p)]
+
+
 def memory() -> dict[str, float]:
     """MiB: RSS of the driver JVM (Spark's SparkSubmit child), this process and Spark's Python workers;
     the JVM's live heap and metaspace."""
-    jvm = [p for p in tree(os.getpid()) if "org.apache.spark.deploy.SparkSubmit" in cmdline(p)]
-    workers = [p for j in jvm for p in tree(j) if "pyspark" in cmdline(p)]
+    jvm, workers = job_processes(os.getpid())
     return {"driver_jvm": sum(rss_bytes(p) for p in jvm) / MIB, "python": rss_bytes(os.getpid()) / MIB,
             "python_workers": sum(rss_bytes(p) for p in workers) / MIB, **jvm_heap(jvm[0] if jvm else None),
             # The driver's Python heap: blocks its allocator holds (objects live), in thousands.

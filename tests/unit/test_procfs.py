@@ -56,3 +56,31 @@ def test_cpu_seconds_of_a_process_gone_is_zero_and_of_a_busy_one_grows() -> None
     finally:
         busy.kill()
         busy.wait()
+
+
+# A stand-in for Spark's driver JVM: its command line names SparkSubmit and pyspark (as the JVM's class path
+# does), and it starts a stand-in Python worker; it prints the worker's pid and waits.
+DRIVER_JVM = """
+import subprocess, sys
+worker = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "-m", "pyspark.daemon"],
+                          stdin=subprocess.PIPE)
+print(worker.pid, flush=True)
+sys.stdin.read()
+worker.stdin.close()
+worker.wait(10)
+"""
+
+
+def test_the_soak_counts_the_driver_jvm_once_not_again_among_the_python_workers() -> None:
+    from benchmarks.soak import job_processes
+
+    jvm = subprocess.Popen([sys.executable, "-c", DRIVER_JVM, "-cp", "/venv/pyspark/jars/*",
+                            "org.apache.spark.deploy.SparkSubmit"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True)
+    assert jvm.stdin is not None and jvm.stdout is not None
+    try:
+        worker = int(jvm.stdout.readline())
+        assert job_processes(jvm.pid) == ([jvm.pid], [worker])  # rooted at it: the suite runs JVMs of its own
+    finally:
+        jvm.stdin.close()
+        jvm.wait(10)
