@@ -35,6 +35,9 @@ from testbed.workload import Admin
 TOPIC = "cold"
 _KMINION_COMMITS = re.compile(rb"^kminion_kafka_consumer_group_offset_commits_total\{[^}]*\} (\S+)$", re.MULTILINE)
 _KMINION_LAG = b"kminion_kafka_consumer_group_topic_partition_lag"
+# Refusals that mean "ask again": the group's coordinator is still being elected or loading.
+COORDINATOR_MOVING = (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError,
+                      Errors.CoordinatorLoadInProgressError)
 
 
 def write_commits(bootstrap: str, groups: int, partitions: int, rounds: int, threads: int = 4) -> int:
@@ -49,11 +52,14 @@ def write_commits(bootstrap: str, groups: int, partitions: int, rounds: int, thr
                 for attempt in range(60):  # the first commit creates __consumer_offsets
                     try:
                         errors = admin.alter_group_offsets(f"cold-{i:04d}", offsets)
-                        break
                     except Errors.CoordinatorNotAvailableError:
-                        if attempt == 59:
-                            raise
-                        time.sleep(0.5)
+                        errors = {}
+                    # While the new offsets topic's leaders settle, the commits come back refused one by one.
+                    if errors and not any(e in COORDINATOR_MOVING for e in errors.values()):
+                        break
+                    if attempt == 59:
+                        raise RuntimeError(f"cold-{i:04d}: no coordinator took the commits in 30 s: {errors}")
+                    time.sleep(0.5)
                 failed = {tp: e for tp, e in errors.items() if e is not Errors.NoError}
                 if failed:
                     example = next(iter(failed.items()))
