@@ -23,7 +23,7 @@ from streaming.cluster.config import KafkaConfig
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.config import SourceConfig
 from streaming.decode.source import decode, excluded_groups, kafka_stream, validate_group_patterns
-from streaming.decode.tasks import coalesce_to, expected_records
+from streaming.decode.tasks import batch_records, coalesce_to
 from streaming.driver.config import DriverConfig
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.fold_mode import check_fold_mode
@@ -229,23 +229,19 @@ class QueryRunner:
         return count
 
     def _decoding(self, sink: Sink, source: SourceConfig) -> Callable[[Any, int], None]:
-        """``sink`` fed each batch decoded, in as many tasks as :func:`coalesce_to` chooses: the first batch
-        of a query run (a backlog of any size) one task per source partition, later ones by the last
-        progress of this query."""
+        """``sink`` fed each batch decoded, in as many tasks as :func:`coalesce_to` chooses from the offset
+        ranges the batch reads."""
         cores = self.spark.sparkContext.defaultParallelism
-        first = True
+        checkpoint = self.driver.checkpoint_dir / "spark"
 
         def batch(df: Any, batch_id: int) -> None:
-            nonlocal first
-            progress = None if first or self.query is None else self.query.lastProgress
-            first = False
             partitions = df.rdd.getNumPartitions()
-            expected = expected_records(progress)
-            tasks = coalesce_to(expected, partitions, cores)
+            size = batch_records(checkpoint, batch_id)
+            tasks = coalesce_to(size, partitions, cores)
             if tasks is None:
                 log.info("batch %d is decoded in one task per source partition (%d): %s", batch_id, partitions,
-                         "no last progress to go by (the query run's first batch)" if expected is None else
-                         f"{expected[0]:,} records expected, {expected[1]} topic partitions")
+                         "the checkpoint does not say what it reads" if size is None else
+                         f"{size[0]:,} records at most, {size[1]} topic partitions")
             sink(decode(df, source, tasks), batch_id)
 
         return batch

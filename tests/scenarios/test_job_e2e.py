@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 
 import pytest
 
 from streaming.advisor.command import advise_command
+from streaming.decode.tasks import _source_offsets as source_offsets
+from streaming.decode.tasks import batch_records
 from streaming.groups.store import load_snapshot
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 from tests.support.exposition import series, value
@@ -248,3 +251,26 @@ def test_job_reports_its_own_progress(monitor, admin, unique):
     assert value(samples, "rebalance_monitor_last_batch_timestamp_seconds") > time.time() - 120
     assert value(samples, "rebalance_monitor_input_lag_records") >= 0
     assert value(samples, "rebalance_monitor_records_total", record_type="OffsetCommit") > 0
+
+
+def test_each_batch_is_sized_from_the_offset_ranges_spark_reads(monitor, admin, unique):
+    """The decode's task count is chosen from the offset ranges Spark's checkpoint says a batch reads: the ranges
+    Spark's own progress reports for the same batch, and never fewer than the records it read."""
+    topic = f"sizing-{unique}"
+    admin.create_topic(topic, 1)
+    checkpoint = monitor.options.driver.checkpoint_dir / "spark"
+    deadline = time.monotonic() + 90
+    while True:
+        admin.commit(topic, {(topic, 0): 0})
+        time.sleep(2)
+        progress = monitor.query.lastProgress
+        if progress is not None and progress.sources[0].numInputRows > 0:
+            break
+        assert time.monotonic() < deadline, "no batch read a record"
+    source = progress.sources[0]
+    start, end = json.loads(source.startOffset), json.loads(source.endOffset)
+    ranges = sum(offset - start.get(t, {}).get(p, 0) for t, parts in end.items() for p, offset in parts.items())
+    assert batch_records(checkpoint, progress.batchId) == (ranges, sum(len(parts) for parts in end.values()))
+    assert source.numInputRows <= ranges
+    # A checkpoint's first batch starts at the source's initial offsets, in their own file's format.
+    assert set(source_offsets(checkpoint / "sources" / "0" / "0", 1)) == {"__consumer_offsets"}
