@@ -24,8 +24,9 @@ reducing them (:func:`streaming.decode.stage.latest_commits`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from streaming.decode.checkpoint import checkpoint_offsets
 
 # Records of one source partition in one Spark partition (one task result at most this many
 # records' output: W2's mix collects about 210 bytes a record, so about 21 MB).
@@ -35,46 +36,21 @@ PIECE_RECORDS = 100_000
 # trigger, batches of 60,000-70,000 records after the first ran 50 tasks each in turn.
 COALESCE_UP_TO_RECORDS = PIECE_RECORDS
 
-Offsets = dict[str, dict[str, int]]  # a Kafka source offset: topic -> partition -> offset
-
-
-def _source_offsets(path: Path, line: int) -> Offsets | None:
-    """The Kafka source's offsets on ``line`` of a checkpoint log file (None: missing or unreadable).
-
-    Offset-log files are ``v1``, the batch's metadata, then one line per source; the source's
-    initial-offsets file is a NUL byte (Spark 2.1's format), ``v1`` and the offsets.
-    """
-    try:
-        lines = path.read_text(encoding="utf-8").lstrip("\x00").splitlines()
-        value = json.loads(lines[line])
-    except (OSError, UnicodeDecodeError, IndexError, ValueError):
-        return None
-    if not isinstance(value, dict):
-        return None
-    try:
-        return {str(topic): {str(partition): int(offset) for partition, offset in partitions.items()}
-                for topic, partitions in value.items()}
-    except (AttributeError, TypeError, ValueError):
-        return None
-
 
 def batch_records(spark_checkpoint: Path, batch_id: int) -> tuple[int, int] | None:
     """The records batch ``batch_id`` reads at most (the sum of its offset ranges) and the topic
     partitions it reads, from Spark's checkpoint; None when the checkpoint cannot say."""
-    end = _source_offsets(spark_checkpoint / "offsets" / str(batch_id), 2)
-    start = (_source_offsets(spark_checkpoint / "offsets" / str(batch_id - 1), 2) if batch_id > 0
-             else _source_offsets(spark_checkpoint / "sources" / "0" / "0", 1))
+    end = checkpoint_offsets(spark_checkpoint, batch_id)
+    start = checkpoint_offsets(spark_checkpoint, batch_id - 1 if batch_id > 0 else None)
     if not end or start is None:
         return None
     records = 0
-    for topic, partitions in end.items():
-        for partition, offset in partitions.items():
-            # A partition new since the start is read from its beginning.
-            begin = start.get(topic, {}).get(partition, 0)
-            if offset < 0 or begin < 0:  # Spark's unresolved earliest/latest: not a range
-                return None
-            records += max(0, offset - begin)
-    return records, sum(len(partitions) for partitions in end.values())
+    for partition, offset in end.items():
+        begin = start.get(partition, 0)  # a partition new since the start is read from its beginning
+        if offset < 0 or begin < 0:  # Spark's unresolved earliest/latest: not a range
+            return None
+        records += max(0, offset - begin)
+    return records, len(end)
 
 
 def coalesce_to(size: tuple[int, int] | None, partitions: int, cores: int) -> int | None:

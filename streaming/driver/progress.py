@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -10,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from streaming.decode.checkpoint import checkpoint_offsets, source_offsets
 from streaming.driver.health import Health
 from streaming.groups.store import last_batch_time_ms, last_committed_batch
 from streaming.lifecycle import PollingThread
@@ -23,41 +23,13 @@ log = logging.getLogger("rebalance_monitor")
 IDLE_MESSAGES = ("Waiting for next trigger", "Waiting for data to arrive")
 
 
-def source_offsets(text: str | None) -> dict[TopicPartition, int]:
-    """Spark's Kafka offsets JSON (``{"topic": {"0": 42}}``) as (topic, partition) -> offset."""
-    if not text:
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError:  # pyspark 4.0 renders a missing offset as "None"
-        return {}
-    if not isinstance(parsed, dict):  # "null": pyspark 4.2 builds progress from JSON (first batch: no start)
-        return {}
-    return {(topic, int(p)): int(o) for topic, parts in parsed.items() for p, o in parts.items()}
-
-
 def checkpoint_start_offsets(spark_checkpoint: Path) -> dict[TopicPartition, int]:
     """Where the query's next batch starts, from Spark's checkpoint: the end offsets of the last batch Spark
-    committed (its offset log, ``offsets/<batch>``: a version line, the batch's metadata, then one line per
-    source), else the offsets the Kafka source started from in this checkpoint (``sources/0/0``, written as
-    the first batch is planned: an optional zero byte, a version line, the offsets); empty before either.
+    committed, else the offsets the Kafka source started from in this checkpoint; empty before either.
 
     What input lag counts from before the query's first batch in this process: a first batch too large to
     complete would otherwise show no partition and 0 records behind."""
-    batch = last_committed_batch(spark_checkpoint)
-    path = spark_checkpoint / "offsets" / str(batch) if batch is not None else spark_checkpoint / "sources" / "0" / "0"
-    try:
-        text = path.read_bytes().decode("utf-8", "replace").lstrip("\0")
-    except OSError:
-        return {}
-    lines = text.splitlines()
-    found: dict[TopicPartition, int] = {}
-    for line in lines[2:] if batch is not None else lines[1:]:
-        try:
-            found.update(source_offsets(line))
-        except (AttributeError, TypeError, ValueError):  # not a Kafka source's offsets
-            continue
-    return found
+    return checkpoint_offsets(spark_checkpoint, last_committed_batch(spark_checkpoint)) or {}
 
 
 def checkpoint_progress_time(spark_checkpoint: Path) -> float | None:
