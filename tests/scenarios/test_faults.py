@@ -145,8 +145,10 @@ def test_broker_outage_recovers_without_restart(own_broker: LocalKafka, tmp_path
         # not have scraped yet (seen on a loaded machine).
         before = job.wait(lambda s: value(s, "kafka_consumergroup_generation", group=group) == crew[0].generation
                           and bool(series(s, "kafka_consumergroup_partition_lag", group=group))
-                          and value(s, "rebalance_monitor_last_batch_timestamp_seconds") is not None,
-                          "the group and its lag")
+                          # A batch seen by the progress gauge, not only by the sink: a first batch longer than
+                          # the stall threshold left the gauge at the job's start, and MonitorStalled true here.
+                          and time.time() - (value(s, "rebalance_monitor_last_batch_timestamp_seconds") or 0) < 5,
+                          "the group, its lag and a fresh last-batch gauge")
         sampler.start()
         down_at = time.time()
         own_broker.stop()
