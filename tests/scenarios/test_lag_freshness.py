@@ -12,7 +12,8 @@ poll interval and scrape-time refresh. Each round scrapes /metrics, runs
 * its lag in seconds is within 3 s of the true age, at scrape time, of the record at its committed
   offset (read independently);
 * the group keeping up reads what Kafka's tool reads, give or take the one commit (a second, 100
-  records) that can fall between the tool's read and our scrape: a scrape also fetches the committed
+  records) that can fall between the tool's read and our scrape, and is not above it more often than
+  below (the median of ours - Kafka's is at most half a commit): a scrape also fetches the committed
   offsets of groups that commit, which the job otherwise learns a trigger and a batch late; and it
   never reads lag 0 while Kafka's tool says it is behind.
 
@@ -41,6 +42,7 @@ ROUNDS = 8
 MAX_OFFSET_GAP = 50
 MAX_SECONDS_GAP = 3.0
 MAX_STEADY_GAP = RATE + 20  # the consumer commits every second: one commit can land between the two reads
+MAX_STEADY_BIAS = RATE // 2  # the median of ours - Kafka's: half a commit
 
 
 def _producer(bootstrap: str, topic: str) -> subprocess.Popen[bytes]:
@@ -114,8 +116,12 @@ def test_lag_as_fresh_as_kafkas_tool_under_load(spark, kafka_broker, admin: Admi
         assert max(offset_gaps) <= MAX_OFFSET_GAP, offset_gaps
         assert max(seconds_gaps) <= MAX_SECONDS_GAP, seconds_gaps
         assert all(ours is not None and (ours > 0 or theirs == 0) for theirs, ours in steady_pairs), steady_pairs
-        steady_gaps = sorted(abs(ours - theirs) for theirs, ours in steady_pairs)
-        assert steady_gaps[-1] <= MAX_STEADY_GAP and steady_gaps[ROUNDS // 2] <= 50, steady_pairs
+        assert max(abs(ours - theirs) for theirs, ours in steady_pairs) <= MAX_STEADY_GAP, steady_pairs
+        # Fresh, ours is as often below Kafka's figure as above it (the log end grows between the two reads; a commit
+        # between them drops ours by about a commit); committed offsets learnt from the offsets topic, a trigger and
+        # a batch late, would put ours above it by a commit or more every round.
+        signed = sorted(ours - theirs for theirs, ours in steady_pairs)
+        assert signed[ROUNDS // 2] <= MAX_STEADY_BIAS, steady_pairs
     finally:
         producer.kill()
         producer.wait(10)
