@@ -69,7 +69,7 @@ class StateStoreRunner(QueryRunner):
         started = time.monotonic()
         last_committed = last_committed_batch(self.driver.checkpoint_dir / "spark")
         restored = restore(self.spark, self.driver.checkpoint_dir / "spark", last_committed, self.settings,
-                           group_filter(self.source)) if publish else None
+                           group_filter(self.source), len(self.publisher.floors)) if publish else None
         dead_letters = DeadLetterLog(self.driver.monitor_dir / "dead-letters", self.source.topic,
                                      self.source.dead_letter_max)
         self.floor_log.restored(last_committed)

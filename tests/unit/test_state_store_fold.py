@@ -136,3 +136,20 @@ def test_the_processor_travels_to_the_executors_with_oauthbearer_settings() -> N
     assert type(travelled).__name__ == "GroupFold"
     # Built in the worker from the text, not connected until asked.
     assert isinstance(cluster_facts(settings.bootstrap_servers, settings.kafka_options), TopicNames)
+
+
+def test_a_restore_loads_a_large_arrow_batch_a_slice_of_groups_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Coalesced to the cores, one Arrow batch of the state can hold every group of a partition's share; the restore
+    loads them :data:`GROUPS_AT_ONCE` at a time and hands over each group's whole change as the fold holds it."""
+    from streaming.groups.stateful import restore
+    from streaming.groups.stateful.saved import dumps, save
+
+    stage = GroupStage()
+    stage.apply(decoded_records(list(backlog(WORKLOAD, T0))))
+    groups = sorted(stage.snapshots)
+    state = pa.RecordBatch.from_pydict({"group": groups, "saved": [dumps(save(stage, g)) for g in groups]})
+    monkeypatch.setattr(restore, "GROUPS_AT_ONCE", 7)
+    out = list(restore.changes_from(FoldSettings(), T0 + 60_000)(iter([state])))
+    assert [batch.num_rows for batch in out] == [7, 7, 7, 7, 2]
+    handed = [pickle.loads(value) for batch in out for value in batch.column("change").to_pylist()]
+    assert handed == [stage.change(group, T0 + 60_000) for group in groups]
