@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow as pa
+
 from streaming.cluster.config import KafkaConfig
 from streaming.decode.config import JOB_GROUP_PREFIX, SourceConfig
 from streaming.decode.stage import make_decoder
@@ -88,7 +90,9 @@ def excluded_groups(spark: Any, groups: set[str], source: SourceConfig) -> set[s
     """Groups in restored state that the current filters leave out (the filters changed since)."""
     if not groups:
         return set()
-    frame = spark.createDataFrame([(g,) for g in sorted(groups)], "group string")
+    # From Arrow the plan is a local scan with the filter folded in, no Spark job: in a fresh process 3.0 s
+    # against 6.7 s from a Python list (medians of 3), the job's first Python task then 1.3 s slower.
+    frame = spark.createDataFrame(pa.table({"group": sorted(groups)}))
     return groups - {row[0] for row in frame.where(group_filter(source)).collect()}
 
 
