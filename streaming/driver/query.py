@@ -235,11 +235,10 @@ class QueryRunner:
         checkpoint = self.driver.checkpoint_dir / "spark"
 
         def batch(df: Any, batch_id: int) -> None:
-            partitions = df.rdd.getNumPartitions()
             size = batch_records(checkpoint, batch_id)
-            tasks = coalesce_to(size, partitions, cores)
+            tasks = coalesce_to(size, cores)
             if tasks is None:
-                log.info("batch %d is decoded in one task per source partition (%d): %s", batch_id, partitions,
+                log.info("batch %d is decoded in one task per source partition: %s", batch_id,
                          "the checkpoint does not say what it reads" if size is None else
                          f"{size[0]:,} records at most, {size[1]} topic partitions")
             sink(decode(df, source, tasks), batch_id)

@@ -27,7 +27,7 @@ def test_a_checkpoints_first_batch_reads_from_the_initial_offsets(tmp_path: Path
     initial(tmp_path, {"0": 5, "1": 0})
     planned(tmp_path, 0, {"0": 905, "1": 830})
     assert batch_records(tmp_path, 0) == (1730, 2)
-    assert coalesce_to(batch_records(tmp_path, 0), 2, 2) == 2
+    assert coalesce_to(batch_records(tmp_path, 0), 2) == 2
 
 
 def test_a_later_batch_reads_from_the_previous_batchs_end(tmp_path: Path) -> None:
@@ -35,9 +35,9 @@ def test_a_later_batch_reads_from_the_previous_batchs_end(tmp_path: Path) -> Non
     planned(tmp_path, 6, {"0": 10, "1": 20})
     planned(tmp_path, 7, {"0": 10 + COALESCE_UP_TO_RECORDS, "1": 21})
     assert batch_records(tmp_path, 7) == (COALESCE_UP_TO_RECORDS + 1, 2)
-    assert coalesce_to(batch_records(tmp_path, 7), 2, 2) is None
+    assert coalesce_to(batch_records(tmp_path, 7), 2) is None
     planned(tmp_path, 7, {"0": 10 + COALESCE_UP_TO_RECORDS - 1, "1": 21})
-    assert coalesce_to(batch_records(tmp_path, 7), 2, 2) == 2
+    assert coalesce_to(batch_records(tmp_path, 7), 2) == 2
 
 
 def test_a_partition_new_since_the_start_is_read_from_its_beginning(tmp_path: Path) -> None:
@@ -46,11 +46,12 @@ def test_a_partition_new_since_the_start_is_read_from_its_beginning(tmp_path: Pa
     assert batch_records(tmp_path, 4) == (40, 2)
 
 
-def test_a_batch_whose_partitions_were_split_is_not_coalesced(tmp_path: Path) -> None:
-    # More Spark partitions than the topic has: one held more than PIECE_RECORDS and was cut into pieces.
+def test_a_batch_whose_partition_spark_cuts_into_pieces_is_not_coalesced(tmp_path: Path) -> None:
+    # The source cuts a partition's range of more than PIECE_RECORDS (maxRecordsPerPartition) into pieces.
+    assert COALESCE_UP_TO_RECORDS <= PIECE_RECORDS
     initial(tmp_path, {"0": 0, "1": 0})
-    planned(tmp_path, 0, {"0": PIECE_RECORDS // 10, "1": 0})
-    assert coalesce_to(batch_records(tmp_path, 0), 3, 2) is None
+    planned(tmp_path, 0, {"0": PIECE_RECORDS + 1, "1": 0})
+    assert coalesce_to(batch_records(tmp_path, 0), 2) is None
 
 
 def test_a_checkpoint_that_cannot_say_leaves_one_task_per_partition(tmp_path: Path) -> None:
@@ -66,4 +67,4 @@ def test_a_checkpoint_that_cannot_say_leaves_one_task_per_partition(tmp_path: Pa
     assert batch_records(tmp_path, 2) is None
     (tmp_path / "offsets" / "2").write_bytes(b"\xff\xfe")
     assert batch_records(tmp_path, 2) is None
-    assert coalesce_to(None, 1, 2) is None
+    assert coalesce_to(None, 2) is None
