@@ -85,9 +85,6 @@ class ChangesSink(Outputs):
         with self._lock:
             counts = handed.counts
             self._log(batch_id, self.topic_names.resolve(handed.events), counts.dead_letters)
-            instruments = self.publisher.instruments
-            instruments.count_records(counts.records, counts.newest_record_ms)
-            instruments.count_decode_errors(counts.errors)
             changed = 0
             for changes in itertools.chain([handed.changes], more):
                 self._publish(changes, set(), batch_id, counts.folded_through_ms)
@@ -97,6 +94,10 @@ class ChangesSink(Outputs):
                         self._members_dropped.pop(change.group, None)
             self._publish([], handed.removed, batch_id, counts.folded_through_ms)
             self.publisher.book.folded_through(counts.folded_through_ms)
+            # Counted once shown, as the driver fold counts them.
+            instruments = self.publisher.instruments
+            instruments.count_records(counts.records, counts.newest_record_ms)
+            instruments.count_decode_errors(counts.errors)
             self._members_dropped.update((g, n) for g, n in counts.members_dropped.items() if n)
             for group in handed.removed:
                 self._members_dropped.pop(group, None)

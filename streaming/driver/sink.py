@@ -204,11 +204,12 @@ class BatchSink(Outputs):
         result.events = self.topic_names.resolve(result.events)
         self._log(batch_id, result.events, result.dead_letters)
         self.store.write_delta(batch_id, batch, expired)
+        self._publish(self.stage.changes(result, int(time.time() * 1000)), result.removed, batch_id,
+                      batch.folded_through_ms)
+        # Counted once shown: a scrape that sees a batch's records sees what they did to the groups.
         instruments = self.publisher.instruments
         instruments.count_records(batch.records, batch.newest_record_ms)
         instruments.count_decode_errors(batch.errors + result.errors)
-        self._publish(self.stage.changes(result, int(time.time() * 1000)), result.removed, batch_id,
-                      batch.folded_through_ms)
         self.publisher.book.folded_through(batch.folded_through_ms)
         instruments.count_limits(self.stage.take_limit_hits(), self.stage.groups_dropped,
                                  sum(self.stage.members_dropped.values()))

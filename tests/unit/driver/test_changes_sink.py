@@ -122,6 +122,25 @@ def test_the_keys_counts_add_up_to_the_batchs(tmp_path: Path) -> None:
     assert sample("rebalance_monitor_members_dropped") == 0
 
 
+def test_a_batchs_records_are_counted_once_its_changes_are_shown(tmp_path: Path) -> None:
+    """As the driver fold counts them: a scrape that sees the records counted sees their changes."""
+    sink, published = changes_sink(tmp_path)
+    counted_while_shown: list[float | None] = []
+    apply = sink.publisher.apply
+
+    def showing(change: GroupChange) -> None:
+        counted_while_shown.append(value(sink, "rebalance_monitor_records_total",  # type: ignore[arg-type]
+                                         record_type=RECORD_TYPE_NAMES[1]))
+        apply(change)
+
+    sink.publisher.apply = showing  # type: ignore[method-assign]
+    now = int(time.time() * 1000)
+    fed(sink, GroupStage(LIMITS), [generation("g", 1, {"m": {"t": [0]}}, ts=now), commit("g", "t", 0, 3, ts=now)],
+        0, now)
+    assert len(published) == 1 and counted_while_shown == [None]  # not yet counted
+    assert value(sink, "rebalance_monitor_records_total", record_type=RECORD_TYPE_NAMES[1]) == 1  # type: ignore[arg-type]
+
+
 def test_a_query_restarted_in_process_keeps_what_the_last_run_showed(tmp_path: Path) -> None:
     left = int(time.time() * 1000) - ABANDONED_AFTER_MS + 10_000
     failed, _, _ = emptied(tmp_path, left)

@@ -67,6 +67,23 @@ def test_a_batch_reaches_the_event_log_the_state_and_the_metrics(tmp_path: Path)
     assert restored.snapshots["g"].rebalances_total == 1 and restored.offsets["g"].commits_total == 2
 
 
+def test_a_batchs_records_are_counted_once_its_groups_are_shown(tmp_path: Path) -> None:
+    """A scrape between the two must not see the records counted and the commits they made not yet shown
+    (a restart test saw 450 records counted beside the last run's commit counts)."""
+    sink = make_sink(tmp_path)
+    counted_while_shown: list[float | None] = []
+    apply = sink.publisher.apply
+
+    def showing(change):  # type: ignore[no-untyped-def]
+        counted_while_shown.append(value(sink, "rebalance_monitor_records_total", record_type="OffsetCommit"))
+        apply(change)
+
+    sink.publisher.apply = showing  # type: ignore[method-assign]
+    sink.handle(batch([generation("g", 1, {"m1": {"t": [0]}}), commit("g", "t", 0, 10)], 0), 0)
+    assert counted_while_shown == [None]  # not yet counted
+    assert value(sink, "rebalance_monitor_records_total", record_type="OffsetCommit") == 1
+
+
 def test_bad_records_are_counted_and_kept_and_a_deleted_group_leaves(tmp_path: Path) -> None:
     sink = make_sink(tmp_path)
     sink.handle(batch([generation("g", 1, {"m1": {"t": [0]}}), commit("g", "t", 0, 1),
