@@ -132,9 +132,11 @@ def spark() -> Iterator[object]:
     session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def monitor(spark: object, kafka_broker: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """The real monitor job, shared: tests use their own group names and read its /metrics."""
+    """The real monitor job, shared by a module's tests (their own group names; they read its /metrics). Not
+    by the session: kept to its end, it folded every test's commits in the session's Spark on the same two
+    cores as the jobs the later tests start (141 batches by the time a restart test read its log)."""
     from tests.support.monitor_helpers import start_monitor
 
     job = start_monitor(spark, kafka_broker.bootstrap, tmp_path_factory.mktemp("monitor"))
