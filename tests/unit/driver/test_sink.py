@@ -18,7 +18,7 @@ from streaming.lag.tracker import LagTracker
 from streaming.logs.dead_letters import DeadLetterLog
 from streaming.logs.events import EventLog
 from streaming.logs.upkeep import EventLogUpkeep
-from streaming.protocol import BatchInput
+from streaming.protocol import BatchInput, GroupChange
 from tests.support import exposition
 from tests.support.decoder_encoder import encode_key
 from tests.support.exposition import Samples, parse
@@ -74,7 +74,7 @@ def test_a_batchs_records_are_counted_once_its_groups_are_shown(tmp_path: Path) 
     counted_while_shown: list[float | None] = []
     apply = sink.publisher.apply
 
-    def showing(change):  # type: ignore[no-untyped-def]
+    def showing(change: GroupChange) -> None:
         counted_while_shown.append(value(sink, "rebalance_monitor_records_total", record_type="OffsetCommit"))
         apply(change)
 
