@@ -23,7 +23,7 @@ from streaming.cluster.config import KafkaConfig
 from streaming.cluster.metadata import TopicNames
 from streaming.decode.config import SourceConfig
 from streaming.decode.source import decode, excluded_groups, kafka_stream, validate_group_patterns
-from streaming.decode.tasks import batch_records, coalesce_to
+from streaming.decode.tasks import batch_ranges, coalesce_to
 from streaming.driver.config import DriverConfig
 from streaming.driver.floor_log import FloorLog
 from streaming.driver.fold_mode import check_fold_mode
@@ -235,12 +235,13 @@ class QueryRunner:
         checkpoint = self.driver.checkpoint_dir / "spark"
 
         def batch(df: Any, batch_id: int) -> None:
-            size = batch_records(checkpoint, batch_id)
-            tasks = coalesce_to(size, cores)
-            if tasks is None:
-                log.info("batch %d is decoded in one task per source partition: %s", batch_id,
-                         "the checkpoint does not say what it reads" if size is None else
-                         f"{size[0]:,} records at most, {size[1]} topic partitions")
+            ranges = batch_ranges(checkpoint, batch_id)
+            tasks = coalesce_to(ranges, cores)
+            if tasks is None or tasks > cores:
+                log.info("batch %d is decoded in %s: %s", batch_id,
+                         "one task per source partition" if tasks is None else f"{tasks} tasks",
+                         "the checkpoint does not say what it reads" if ranges is None else
+                         f"{sum(ranges):,} records at most, {len(ranges)} topic partitions")
             sink(decode(df, source, tasks), batch_id)
 
         return batch

@@ -10,7 +10,7 @@ import pytest
 
 from streaming.advisor.command import advise_command
 from streaming.decode.checkpoint import checkpoint_offsets
-from streaming.decode.tasks import batch_records
+from streaming.decode.tasks import batch_ranges
 from streaming.groups.store import load_snapshot
 from testbed.workload import Admin, Member, start_members, wait_balanced, wait_until
 from tests.support.exposition import series, value
@@ -270,7 +270,8 @@ def test_each_batch_is_sized_from_the_offset_ranges_spark_reads(monitor, admin, 
     source = progress.sources[0]
     start, end = json.loads(source.startOffset), json.loads(source.endOffset)
     ranges = sum(offset - start.get(t, {}).get(p, 0) for t, parts in end.items() for p, offset in parts.items())
-    assert batch_records(checkpoint, progress.batchId) == (ranges, sum(len(parts) for parts in end.values()))
+    sized = batch_ranges(checkpoint, progress.batchId)
+    assert sized is not None and (sum(sized), len(sized)) == (ranges, sum(len(parts) for parts in end.values()))
     assert source.numInputRows <= ranges
     # A checkpoint's first batch starts at the source's initial offsets, in their own file's format.
     assert {topic for topic, _ in checkpoint_offsets(checkpoint, None) or {}} == {"__consumer_offsets"}
