@@ -13,8 +13,8 @@ task reads more than :data:`SHARE_RECORDS` (:func:`coalesce_to`). Task results s
 writes each to Python as it arrives, while a batch pays PySpark's fixed per-task set-up (about 1.3 s
 for 50 tasks on the offsets topic) no more often than that needs. A rule on the batch's records alone
 was bistable: under steady load a batch just over the bound ran one task per partition, was slow, and
-so was followed by a larger one (batches of 100,000-216,000 records at 20,000 rec/s, each in 50 tasks,
-5-11 s).
+so was followed by a larger one (batches of 100,000-270,000 records at 20,000 rec/s, each in 50 tasks,
+6-13 s).
 
 What a batch reads is known before it runs: Spark writes the offsets it ends at to the offset log
 (``offsets/<batch>``) first, and where it starts is the previous batch's end or, for a checkpoint's
@@ -38,7 +38,8 @@ PIECE_RECORDS = 100_000
 # Records of one decode task at most in a batch larger than a piece. Tasks of up to a piece made W2's
 # first batch (1.1 M records) 13 tasks, not 50: its collect took as long (32.5 s against 34.3 s) and the
 # process tree's peak rose by 0.27 GiB (the driver's JVM 1.10 against 0.83 GiB, the Python workers 0.48
-# against 0.05), so a backlog keeps one task per partition once its partitions hold this many each.
+# against 0.05). So a batch with a partition of more than this many records keeps one task per partition,
+# as W2's backlog does (22,000 records a partition).
 SHARE_RECORDS = PIECE_RECORDS // 4
 
 
