@@ -57,6 +57,7 @@ from streaming.protocol import (
     GroupTimeouts,
     TopicPartition,
 )
+from streaming.pylists import pylist, pylists
 
 # KIP-848 records at which the group's topic names are needed: they can complete an assignment
 # (type 6) or empty the group (type 3), and a departure is told by its last commit, kept by name.
@@ -170,8 +171,7 @@ class GroupStage:
         limit = self.limits.max_groups
         if limit is None or commits.num_rows + records.num_rows == 0:
             return commits, records
-        seen = set(pc.unique(commits.column("group")).to_pylist()) | set(
-            pc.unique(records.column("group")).to_pylist())
+        seen = set(pylist(pc.unique(commits.column("group")))) | set(pylist(pc.unique(records.column("group"))))
         new = sorted(seen - self.snapshots.keys() - self.offsets.keys())
         room = max(0, limit - len(self.groups))
         turned_away = new[room:]
@@ -204,7 +204,7 @@ class GroupStage:
             return
         kip848 = records.filter(pc.is_in(records.column("record_type"),
                                          value_set=pa.array(sorted(CONSUMER_GROUP_TYPES), pa.int16())))
-        groups = pc.unique(kip848.column("group")).to_pylist()
+        groups = pylist(pc.unique(kip848.column("group")))
         if groups:
             self._timeouts = self.facts.consumer_group_timeouts(groups)
             self._used.timeouts.update(self._timeouts)
@@ -261,8 +261,8 @@ class GroupStage:
         commits = commits.sort_by([("kafka_partition", "ascending"), ("kafka_offset", "ascending")])
         per_group = commits.group_by("group", use_threads=False).aggregate(
             [("count", "sum"), ("record_time_ms", "max")])
-        for group, count, last_ms in zip(*(per_group.column(n).to_pylist() for n in (
-                "group", "count_sum", "record_time_ms_max")), strict=True):
+        for group, count, last_ms in zip(*pylists(per_group, ("group", "count_sum", "record_time_ms_max")),
+                                         strict=True):
             entry = self.offsets.get(group)
             if entry is None:
                 entry = self.offsets[group] = GroupOffsets()
@@ -274,7 +274,7 @@ class GroupStage:
         # came on top of every group's state (52 MiB for 550,000 rows; 5 MiB in slices).
         for chunk in commits.select(["group", "topic", "partition", "offset", "commit_timestamp"]).to_batches(
                 max_chunksize=COMMIT_CHUNK_ROWS):
-            for group, topic, partition, offset, commit_ts in zip(*(c.to_pylist() for c in chunk.columns),
+            for group, topic, partition, offset, commit_ts in zip(*pylists(chunk, chunk.schema.names),
                                                                    strict=True):
                 if offset is None:
                     offsets[group].offsets.discard(topic, partition)
@@ -314,14 +314,14 @@ class GroupStage:
         before = pc.fill_null(pc.less(joined.column("kafka_offset"), joined.column("kafka_offset_max")), False)
         early = joined.filter(before)
         interleaved: dict[str, list[tuple[int, int, int, tuple]]] = {}
-        for row in zip(*(early.column(n).to_pylist() for n in (
+        for row in zip(*pylists(early, (
                 "group", "kafka_partition", "kafka_offset", "topic", "partition", "offset", "commit_timestamp",
                 "record_time_ms", "count")), strict=True):
             interleaved.setdefault(row[0], []).append((row[1], row[2], 0, row))
         # A record's decoded text is taken from Arrow as it is folded, not all at once (about 1 KB a
         # group record: 100 MB of strings held together at a first load of 100,000 groups).
         decoded = records.column("decoded").combine_chunks()
-        for row in zip(*(records.column(n).to_pylist() for n in (
+        for row in zip(*pylists(records, (
                 "group", "kafka_partition", "kafka_offset", "raw_key", "raw_value", "record_time_ms")),
                 range(records.num_rows), strict=True):
             interleaved.setdefault(row[0], []).append((row[1], row[2], 1, row))
@@ -524,6 +524,5 @@ class GroupStage:
 def _dead_letters(table: pa.Table) -> list[DeadLetter]:
     if table.num_rows == 0:
         return []
-    columns = [table.column(name).to_pylist() for name in
-               ("kafka_partition", "kafka_offset", "record_time_ms", "error", "raw_key", "raw_value")]
+    columns = pylists(table, ("kafka_partition", "kafka_offset", "record_time_ms", "error", "raw_key", "raw_value"))
     return [DeadLetter(*row) for row in zip(*columns, strict=True)]

@@ -33,6 +33,7 @@ from streaming.groups.model import GroupSnapshot
 from streaming.groups.offsets import CommittedOffset
 from streaming.groups.stage import FactsUsed, GroupOffsets, GroupStage, StageLimits
 from streaming.protocol import STAGE_SCHEMA, BatchInput, ClusterFacts, GroupTimeouts
+from streaming.pylists import pylists
 
 GROUPS_SCHEMA = pa.schema([
     ("group", pa.string()),
@@ -256,7 +257,7 @@ def _facts_table(used: FactsUsed) -> pa.Table:
 def _facts_used(table: pa.Table) -> FactsUsed:
     used = FactsUsed()
     for kind, group, topic_id, name, session, heartbeat in zip(
-            *(table.column(n).to_pylist() for n in FACTS_SCHEMA.names), strict=True):
+            *pylists(table, FACTS_SCHEMA.names), strict=True):
         if kind == "learnt":
             used.learnt.setdefault(group, {})[topic_id] = name
         elif kind == "name":
@@ -285,15 +286,14 @@ def _load_snapshot(stage: GroupStage, path: Path) -> None:
     """Load a snapshot directory into (an empty) ``stage``."""
     offsets = feather.read_table(path / "offsets.arrow")
     groups = feather.read_table(path / "groups.arrow")
-    for group, topic, partition, offset, commit_ts in zip(*(offsets.column(n).to_pylist() for n in
-                                                           OFFSETS_SCHEMA.names), strict=True):
+    for group, topic, partition, offset, commit_ts in zip(*pylists(offsets, OFFSETS_SCHEMA.names), strict=True):
         entry = stage.offsets.setdefault(group, GroupOffsets())
         if offset is None:
             entry.offsets.discard(topic, partition)
         else:
             entry.offsets.set(topic, partition, offset, commit_ts)
     for group, removed, snapshot, commits_total, last_commit_ms in zip(
-            *(groups.column(n).to_pylist() for n in GROUPS_SCHEMA.names), strict=True):
+            *pylists(groups, GROUPS_SCHEMA.names), strict=True):
         if removed:
             stage.snapshots.pop(group, None)
             stage.offsets.pop(group, None)

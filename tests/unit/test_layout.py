@@ -1,6 +1,6 @@
 """The stage packages stand on floors: a package imports only from the floors below its own.
 
-The floors, bottom up: the messages and contracts every stage shares; the driver's Kafka clients and its
+The floors, bottom up: the messages, contracts and helpers every stage shares; the driver's Kafka clients and its
 JVM's class archive; the stages that hold state (decode, groups, lag, live, logs) and the advisor over the groups;
 the metrics stage, which only renders what it is handed; the driver, which wires a batch through
 them; the options composed from every package's config; the job; its command line. An import up
@@ -16,7 +16,7 @@ import streaming
 
 ROOT = Path(streaming.__file__).parent
 FLOORS = (
-    {"protocol", "settings", "lifecycle", "jars"},
+    {"protocol", "settings", "lifecycle", "jars", "pylists"},
     {"cluster", "class_archive"},
     {"decode", "groups", "lag", "live", "logs", "logformat"},
     {"advisor"},
