@@ -114,10 +114,14 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
     def set(self, topic: str, partition: int, offset: int, commit_ms: int | None) -> None:
         """Commit ``offset`` on ``(topic, partition)`` (the bulk path: no tuple is built)."""
         at = NO_TIME if commit_ms is None else commit_ms
-        column, n, i, found = self._find((topic, partition))
+        # :meth:`_find` inlined: this runs once per commit of every batch (a tenth of a steady batch's fold).
+        column = self._topics.get(topic)
         if column is None:
             self._topics[sys.intern(topic)] = array("q", (partition, offset, at))
-        elif found:
+            return
+        n = len(column) // 3
+        i = bisect_left(column, partition, 0, n)
+        if i < n and column[i] == partition:
             column[n + i] = offset
             column[2 * n + i] = at
         else:  # from the last run back, so the earlier positions stay where they are
