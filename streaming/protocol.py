@@ -259,7 +259,10 @@ class RebalanceEvent:
     duration_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # Field by field, not dataclasses.asdict: every field is a scalar or a tuple of them, and asdict's
+        # deep copy of a rebalance's moved partitions cost about 1 ms an event (a batch of 1,000 rebalances:
+        # a quarter of its fold).
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         for name in _EVENT_TUPLES:
             d[name] = list(d[name])
         d["moved_partitions"] = [f"{topic}:{partition}" for topic, partition in self.moved_partitions]
