@@ -231,7 +231,7 @@ def _last_commit(
     """Latest commit time on any of ``partitions`` (found by topic name)."""
     if commits is None:
         return None
-    times = [commits[key] for topic, p in partitions if (key := (snapshot.topic_label(topic), p)) in commits]
+    times = [at for topic, p in partitions if (at := commits.get((snapshot.topic_label(topic), p))) is not None]
     return max(times, default=None)
 
 

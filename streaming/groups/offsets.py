@@ -184,10 +184,11 @@ class CommitTimes(Mapping[TopicPartition, int]):
         self._offsets = offsets
 
     def __getitem__(self, key: TopicPartition) -> int:
-        at = self._offsets[key].commit_timestamp_ms
-        if at is None:
+        # Read from the array, with no CommittedOffset built: a departure looks up each partition a member held.
+        column, n, i, found = self._offsets._find(key)
+        if column is None or not found or column[2 * n + i] == NO_TIME:
             raise KeyError(key)
-        return at
+        return column[2 * n + i]
 
     def __iter__(self) -> Iterator[TopicPartition]:
         return (tp for tp, entry in self._offsets.items() if entry.commit_timestamp_ms is not None)

@@ -36,8 +36,12 @@ def test_any_sequence_of_commits_and_tombstones_reads_as_a_dict(operations) -> N
         assert ours == sorted(ours)
     committed = columns.committed()
     assert dict(committed) == {tp: entry.offset for tp, entry in plain.items()}
-    assert dict(columns.commit_times()) == {tp: e.commit_timestamp_ms for tp, e in plain.items()
-                                            if e.commit_timestamp_ms is not None}
+    times = {tp: e.commit_timestamp_ms for tp, e in plain.items() if e.commit_timestamp_ms is not None}
+    assert dict(columns.commit_times()) == times
+    # Looked up one by one too, as a departure does: a partition without a time is absent, not NO_TIME.
+    looked_up = columns.commit_times()
+    for tp in [*plain, ("orders", 99), ("nowhere", 0)]:
+        assert looked_up.get(tp) == times.get(tp) and (tp in looked_up) == (tp in times)
 
 
 def test_the_mapping_protocol_raises_as_a_dict_does() -> None:
