@@ -286,8 +286,11 @@ def _load_snapshot(stage: GroupStage, path: Path) -> None:
     """Load a snapshot directory into (an empty) ``stage``."""
     offsets = feather.read_table(path / "offsets.arrow")
     groups = feather.read_table(path / "groups.arrow")
+    held = stage.offsets
     for group, topic, partition, offset, commit_ts in zip(*pylists(offsets, OFFSETS_SCHEMA.names), strict=True):
-        entry = stage.offsets.setdefault(group, GroupOffsets())
+        entry = held.get(group)
+        if entry is None:  # not setdefault: that built a GroupOffsets for every row, kept or not
+            entry = held[group] = GroupOffsets()
         if offset is None:
             entry.offsets.discard(topic, partition)
         else:
