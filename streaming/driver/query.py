@@ -175,7 +175,7 @@ class QueryRunner:
         started = time.monotonic()
         last_committed = last_committed_batch(self.driver.checkpoint_dir / "spark")
         # Without the cyclic collector, as a batch is folded: a state of 100,000 groups is millions of
-        # long-lived objects, and the full collections their allocation set off were 7 s of a 20 s load.
+        # long-lived objects, and the full collections their allocation set off were 7-13 s of a 20 s load.
         with young_garbage_only():
             stage = self.state_store.load(last_committed, limits=self.limits, facts=self.topic_names)
         stage.forget(excluded_groups(self.spark, stage.groups, self.source))

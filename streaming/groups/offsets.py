@@ -114,7 +114,7 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
     def set(self, topic: str, partition: int, offset: int, commit_ms: int | None) -> None:
         """Commit ``offset`` on ``(topic, partition)`` (the bulk path: no tuple is built)."""
         at = NO_TIME if commit_ms is None else commit_ms
-        # :meth:`_find` inlined: this runs once per commit of every batch (a tenth of a steady batch's fold).
+        # :meth:`_find` inlined, without its key tuple: this runs once per commit of every batch.
         column = self._topics.get(topic)
         if column is None:
             self._topics[sys.intern(topic)] = array("q", (partition, offset, at))
