@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -61,6 +63,32 @@ def error_head(exc: BaseException) -> str:
         text = str(exc.args[0]) if exc.args else ""
     lines = f"{kind.__module__}.{kind.__qualname__}: {text}".splitlines()
     return "\n".join(itertools.takewhile(lambda line: not line.startswith("\tat "), lines))[:MAX_ERROR_CHARS]
+
+
+@contextmanager
+def cancelling(spark: Any, job_group: str, every_s: float = 0.5) -> Iterator[None]:
+    """Cancel ``job_group``'s Spark jobs again and again while the block runs.
+
+    Spark's ``query.stop()`` cancels the run's job group once. A job the batch submits after that (a
+    signal between a batch's planning and its collect) is not cancelled, and the stop waited for the
+    whole batch: a 3,000,000-record catch-up stopped after 30 s, at the job's hard deadline.
+    """
+    done = threading.Event()
+
+    def cancel() -> None:
+        while not done.wait(every_s):
+            try:
+                spark.sparkContext.cancelJobGroup(job_group)
+            except Exception:  # the JVM going away mid-stop: nothing left to cancel
+                return
+
+    thread = threading.Thread(target=cancel, name="cancel-batch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=2 * every_s)  # a daemon: a cancel stuck in a dying JVM does not hold the stop
 
 
 def short_errors(sink: Any, stopping_run: Callable[[], str | None]) -> Any:
@@ -270,6 +298,7 @@ class QueryRunner:
                        and self._last_batch_id() == in_flight and time.monotonic() < deadline):
                     time.sleep(0.1)
                 self._stopping_run = str(self.query.runId)
-                self.query.stop()
+                with cancelling(self.spark, self._stopping_run):
+                    self.query.stop()
         except (Py4JError, ConnectionError) as exc:
             log.warning("Spark's JVM is gone, nothing left to stop there: %s", str(exc).splitlines()[0])
