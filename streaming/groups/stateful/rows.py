@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.protocol import DeadLetter, GroupChange, RebalanceEvent
+from streaming.pylists import pylist, pylists
 
 SCHEMA = "group string, change binary, events binary, removed boolean, counts binary"
 COLUMNS = [c.split()[0] for c in SCHEMA.split(", ")]
@@ -92,8 +93,8 @@ class Handed:
         handed = cls()
         rest = table.filter(pc.or_(pc.is_valid(table.column("events")),
                                    pc.or_(pc.is_null(table.column("change")), pc.is_valid(table.column("counts")))))
-        for group, events, removed, counts in zip(*(rest.column(c).to_pylist()
-                                                    for c in ("group", "events", "removed", "counts")), strict=True):
+        for group, events, removed, counts in zip(*pylists(rest, ("group", "events", "removed", "counts")),
+                                                  strict=True):
             if counts is not None:
                 handed.counts.add(pickle.loads(counts))
                 continue
@@ -109,4 +110,4 @@ def changes_in(table: pa.Table, rows: int) -> Iterator[list[GroupChange]]:
     never all unpickled at once."""
     changes = table.filter(pc.is_valid(table.column("change"))).column("change")
     for start in range(0, len(changes), rows):
-        yield [pickle.loads(value) for value in changes.slice(start, rows).to_pylist()]
+        yield [pickle.loads(value) for value in pylist(changes.slice(start, rows))]
