@@ -129,6 +129,11 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
             column.insert(n + i, offset)
             column.insert(i, partition)
 
+    def adopt(self, topic: str, column: array[int]) -> None:
+        """Take ``column`` as ``topic``'s whole array, already laid out (partitions ascending and unique, then
+        their offsets, then their commit times): a snapshot's load builds the arrays in bulk, not by commit."""
+        self._topics[sys.intern(topic)] = column
+
     def discard(self, topic: str, partition: int) -> bool:
         """Forget ``(topic, partition)`` (an offset tombstone); whether it was there."""
         column, n, i, found = self._find((topic, partition))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.feather as feather
+
+from streaming.groups.offsets import PartitionOffsets
 from streaming.groups.stage import GroupStage
-from streaming.groups.store import StateStore, last_committed_batch
+from streaming.groups.store import GROUPS_SCHEMA, OFFSETS_SCHEMA, StateStore, last_committed_batch
 from streaming.protocol import BatchInput
 from tests.support.stage_records import commit, generation, kafka_batch
 from tests.unit.decode.test_stage import run_task
@@ -100,3 +104,32 @@ def test_compaction_waits_until_the_deltas_outweigh_the_state(tmp_path):
     store.write_delta(0, first, ())  # 4 rows written since the (absent) last snapshot
     assert store.maybe_compact(0, stage)
     assert not store.maybe_compact(0, stage)
+
+
+def test_a_snapshots_offset_rows_load_as_applying_them_in_order_would(tmp_path):
+    """Rows out of order, a partition written twice (the last wins), a null offset (left out, its group still
+    listed) and a null commit time: each group's offsets as ``set`` and ``discard`` row by row give them."""
+    rows = [("g", "t", 1, 5, 100), ("h", "u", 0, None, None), ("g", "s", 0, 7, None), ("g", "t", 0, 3, 90),
+            ("g", "t", 1, 6, 110), ("k", "t", 2, 9, 1), ("k", "t", 2, None, None), ("g", "t", 3, 8, 120)]
+    snapshot = tmp_path / "state" / "snapshot-0"
+    snapshot.mkdir(parents=True)
+    feather.write_feather(pa.table([list(column) for column in zip(*rows, strict=True)], schema=OFFSETS_SCHEMA),
+                          snapshot / "offsets.arrow")
+    feather.write_feather(GROUPS_SCHEMA.empty_table(), snapshot / "groups.arrow")
+
+    loaded = StateStore(tmp_path / "state").load(0, prune=False).offsets
+
+    expected: dict[str, PartitionOffsets] = {}
+    for group, topic, partition, offset, at in rows:
+        held = expected.setdefault(group, PartitionOffsets())
+        if offset is None:
+            held.discard(topic, partition)
+        else:
+            held.set(topic, partition, offset, at)
+    assert {g: sorted(o.offsets.items()) for g, o in loaded.items()} == {
+        g: sorted(o.items()) for g, o in expected.items()}
+    assert sorted(loaded["g"].offsets.items()) == [
+        (("s", 0), (7, None)), (("t", 0), (3, 90)), (("t", 1), (6, 110)), (("t", 3), (8, 120))]
+    assert set(loaded) == {"g", "h", "k"} and not loaded["h"].offsets and not loaded["k"].offsets
+    loaded["g"].offsets.set("t", 2, 4, None)  # the arrays stay searchable: a later commit lands in order
+    assert list(loaded["g"].offsets) == [("s", 0), ("t", 0), ("t", 1), ("t", 2), ("t", 3)]
