@@ -375,6 +375,8 @@ class LagBook:
     @staticmethod
     def _any_sampled(committed: Mapping[TopicPartition, int], owned: Owned,
                      sampled: Mapping[TopicPartition, float] | set[TopicPartition]) -> bool:
+        if not sampled:  # before the first poll round: a first batch's every group would be searched in vain
+            return False
         return any(tp in sampled for tp in committed) or any(tp in sampled for tp in owned.partitions())
 
     def _committed(self, group: str) -> Mapping[TopicPartition, int]:
