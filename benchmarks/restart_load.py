@@ -116,5 +116,6 @@ def report(runs: dict[str, list[dict[str, float]]], groups: int, repeats: int) -
               f"collector")
     print(f"  off / on: {off['wall'] / on['wall']:.2f}x wall, {off['cpu'] / on['cpu']:.2f}x CPU")
 
+
 if __name__ == "__main__":
     main(sys.argv[1:])
