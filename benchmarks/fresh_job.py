@@ -64,10 +64,14 @@ def _scrape(url: str) -> tuple[bytes, float]:
 
 
 def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Callable[[bytes], bool],
-          workdir: Path, *, timeout: float = 900, env: dict[str, str] | None = None) -> Run:
+          workdir: Path, *, timeout: float = 900, env: dict[str, str] | None = None,
+          describe: Callable[[bytes], str] = lambda body: "") -> Run:
     """Start ``command`` as a fresh process and time it until its ``url`` answers ``done`` (and, first,
-    ``shown``); peak RSS of its process tree sampled every 0.5 s, its CPU seconds at ``done``."""
+    ``shown``); peak RSS of its process tree sampled every 0.5 s, its CPU seconds at ``done``. Each scrape
+    until then is written to ``scrapes.tsv`` (when it ended, its seconds and bytes, ``describe`` of it once
+    ``done`` has read it), to place a run's time between the fold and the scrapes."""
     log = (workdir / "process.log").open("w")
+    trace = (workdir / "scrapes.tsv").open("w")
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                env={**os.environ, **(env or {})})
@@ -95,14 +99,16 @@ def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Ca
                 raise RuntimeError(f"{command[0]} exited with {process.returncode}; first errors:\n"
                                    + "\n".join(causes[:20]))
             try:
-                body, _ = _scrape(url)
+                body, seconds = _scrape(url)
             except OSError:
                 time.sleep(0.25)
                 continue
             now = time.monotonic() - started
             if not run.first_answer and shown(body):
                 run.first_answer = now
-            if done(body):
+            finished = done(body)
+            trace.write(f"{now:.2f}\t{seconds:.2f}\t{len(body)}\t{describe(body)}\n")
+            if finished:
                 run.seconds = now
                 break
             time.sleep(0.25)
@@ -122,6 +128,7 @@ def watch(command: list[str], url: str, done: Callable[[bytes], bool], shown: Ca
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+        trace.close()
     return run
 
 
@@ -135,12 +142,15 @@ def run_fresh(bootstrap: str, topic: str | None, records: int, groups: int, work
                "--checkpoint-dir", str(workdir / "checkpoint"), "--metrics-host", "127.0.0.1", "--metrics-port",
                str(port), "--trigger-seconds", "1", "--cluster", "bench", "--exclude-groups", "^$", *extra]
 
+    counted = [0.0]  # records the last scrape counted, for its line in scrapes.tsv (no second pass over it)
+
     def done(body: bytes) -> bool:
-        return (total(_RECORDS, body) >= records and total(_GROUPS, body) >= groups
+        counted[0] = total(_RECORDS, body)
+        return (counted[0] >= records and total(_GROUPS, body) >= groups
                 and (not partitions or series(b"kafka_consumergroup_partition_lag", body) >= partitions))
 
     run = watch(command, f"http://127.0.0.1:{port}/metrics", done, lambda body: total(_GROUPS, body) > 0, workdir,
-                timeout=timeout, env=env)
+                timeout=timeout, env=env, describe=lambda body: f"{counted[0]:.0f}")
     text = (workdir / "process.log").read_text(errors="replace")
     run.batches = re.findall(r"batch \d+: .*", text)
     return run
