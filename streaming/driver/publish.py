@@ -44,7 +44,11 @@ from streaming.metrics.groups import (
 from streaming.metrics.instruments import JobMetrics
 from streaming.metrics.lag import LAG_FAMILIES, member_partitions
 from streaming.metrics.live import HEALTH, LIVE_FAMILIES, LIVE_NAMES, RETENTION_FAMILIES, state_lines
+from streaming.metrics.server import DEFAULT_SCRAPE_TIMEOUT_S
 from streaming.protocol import GroupChange, GroupSummary, TopicPartition
+
+# A scrape waits for fresh lag at most this share of its timeout; the rest is left to render and send.
+FRESHEN_SHARE = 0.5
 
 
 class Publisher:
@@ -116,9 +120,14 @@ class Publisher:
         with self.book.batch():
             yield
 
-    def scrape(self) -> bytes:
-        """What ``/metrics`` serves: the lag freshened as Kafka's own tool would show it, then everything."""
-        self.book.freshen()
+    def scrape(self, timeout_s: float = DEFAULT_SCRAPE_TIMEOUT_S) -> bytes:
+        """What ``/metrics`` serves: the lag freshened as Kafka's own tool would show it, then everything.
+
+        The freshen round is waited for at most FRESHEN_SHARE of the scrape's ``timeout_s``, so that the
+        rest is left to render and send; past that the scrape serves the lag as last rendered.
+        """
+        if not self.book.freshen(timeout_s * FRESHEN_SHARE):
+            self.instruments.freshen_late.labels(self.instruments.cluster).inc()
         return self.exporter.render()
 
 

@@ -19,7 +19,8 @@ itself, within a budget). What was counted is kept in a file beside the checkpoi
 
 Threads: the batch thread calls :meth:`update`, :meth:`remove`, :meth:`rebalanced`,
 :meth:`folded_through` and :meth:`batch`; the live poller :meth:`state`; the refresh thread
-:meth:`refresh`; scrapes :meth:`freshen`; the job's exit :meth:`close`. Every :class:`GroupLag` is
+:meth:`refresh`; scrapes :meth:`freshen` (the round itself on a thread of its own, when a scrape bounds its
+wait); the job's exit :meth:`close`. Every :class:`GroupLag` is
 handed to ``show`` under the book's lock, so a refresh can never put back a group's older rows after
 an update showed newer ones.
 """
@@ -162,6 +163,8 @@ class LagBook:
         # batch would leave the next scrape's lag a poll interval stale.
         self._refresh_seconds = 0.0
         self._freshen_lock = threading.Lock()
+        self._round_lock = threading.Lock()
+        self._round_done: threading.Event | None = None  # set once the round scrapes wait for has ended
         self._commits_asked_at = 0.0  # when a scrape last asked for the active groups' committed offsets
         self._skip_until = 0.0
         self._over_budget = 0  # freshens in a row that took longer than SCRAPE_BUDGET_S
@@ -294,8 +297,34 @@ class LagBook:
 
     # -- scrape time ------------------------------------------------------------------
 
-    def freshen(self) -> None:
-        """Make the lag a scrape shows as fresh as Kafka's own tool: its log ends at most ``max_age_s`` old."""
+    def freshen(self, wait_s: float | None = None) -> bool:
+        """Make the lag a scrape shows as fresh as Kafka's own tool: its log ends at most ``max_age_s`` old.
+
+        With ``wait_s`` the round runs on its own thread, and the scrape waits for it (or for the round
+        another scrape started) at most that long: a scrape that outlasts Prometheus's timeout fails, and
+        every series of the job goes stale with it. Returns whether the round ended in time; one that did
+        not goes on, and the next scrape shows what it found.
+        """
+        if wait_s is None:
+            self._freshen()
+            return True
+        with self._round_lock:
+            done = self._round_done
+            if done is None or done.is_set():
+                done = self._round_done = threading.Event()
+                threading.Thread(target=self._background_round, args=(done,), name="lag-freshen",
+                                 daemon=True).start()
+        return done.wait(wait_s)
+
+    def _background_round(self, done: threading.Event) -> None:
+        try:
+            self._freshen()
+        except Exception:  # a scrape already served what was rendered: the next one asks afresh
+            log.exception("freshening the lag for a scrape failed")
+        finally:
+            done.set()
+
+    def _freshen(self) -> None:
         if self._fetch_log_ends is None or self._max_age_s <= 0 or time.time() < self._skip_until:
             return
         if self._refresh_seconds > SCRAPE_BUDGET_S:  # re-rendering alone would blow the budget: don't start

@@ -20,7 +20,9 @@ class LagConfig(Config):
         flag="--lag-poll-seconds", type=float))
     max_age_seconds: float = field(default=0.25, metadata=setting(
         "a scrape finding log ends older than this first has them fetched (one ListOffsets per leader, waited "
-        "for up to 2 s), so lag is as fresh as Kafka's own tool; 0: scrapes use what the last poll found",
+        "for up to 2 s), so lag is as fresh as Kafka's own tool; a scrape waits for that at most half of its "
+        "timeout (Prometheus's, else 10 s), then serves the lag last rendered; 0: scrapes use what the last "
+        "poll found",
         flag="--lag-max-age-seconds", type=float))
 
     append_time_topics: str = field(default="", metadata=setting(

@@ -77,6 +77,10 @@ class JobMetrics:
                                       "Times the streaming query failed and the job started it again from its "
                                       "checkpoint.", labels, registry=r)
         self.query_restarts.labels(cluster)  # 0 from the start: increase() sees the first restart
+        self.freshen_late = Counter("rebalance_monitor_lag_freshen_late",
+                                    "Scrapes that served the lag as last rendered because fetching fresh log ends "
+                                    "and commits outlasted half of their scrape timeout.", labels, registry=r)
+        self.freshen_late.labels(cluster)
         self.checkpoint_age = Gauge("rebalance_monitor_checkpoint_age_seconds",
                                     "Age of the checkpoint the streaming query last started from: the start time "
                                     "minus when its last committed batch was planned (0: there was none).", labels,

@@ -47,6 +47,9 @@ SCHEME = "pbkdf2-sha256"
 ITERATIONS = 600_000  # OWASP's 2023 figure for PBKDF2-HMAC-SHA256
 # A client gets this long to finish its handshake and request; the endpoint is scraped, not browsed.
 CONNECTION_TIMEOUT_S = 30
+# Prometheus sends each scrape's timeout (X-Prometheus-Scrape-Timeout-Seconds); a scrape without it is
+# given Prometheus's default scrape_timeout.
+DEFAULT_SCRAPE_TIMEOUT_S = 10.0
 _REMEMBERED = 64  # verified credentials kept (by digest) so scrapes skip the key derivation
 
 
@@ -141,6 +144,7 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
 
 
 Check = Callable[[], tuple[bool, str]]  # (passes, one-line reason)
+Render = Callable[[float], bytes]  # the exposition, given the scrape's timeout in seconds
 PROBES = ("/-/healthy", "/-/ready")
 
 
@@ -148,7 +152,16 @@ def _always() -> tuple[bool, str]:
     return True, "ok"
 
 
-def metrics_app(render: Callable[[], bytes], auth: BasicAuth | None = None, healthy: Check = _always,
+def scrape_timeout(environ: dict[str, Any]) -> float:
+    """The scrape's timeout as its scraper sent it; DEFAULT_SCRAPE_TIMEOUT_S when absent or not a positive number."""
+    try:
+        timeout = float(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS", ""))
+    except ValueError:
+        return DEFAULT_SCRAPE_TIMEOUT_S
+    return timeout if 0 < timeout < float("inf") else DEFAULT_SCRAPE_TIMEOUT_S
+
+
+def metrics_app(render: Render, auth: BasicAuth | None = None, healthy: Check = _always,
                 ready: Check = _always) -> Callable[..., Iterable[bytes]]:
     """The WSGI application: ``/metrics`` (and ``/``) for GET and HEAD, gzip when asked; the probes."""
     probes = dict(zip(PROBES, (healthy, ready), strict=True))
@@ -172,7 +185,7 @@ def metrics_app(render: Callable[[], bytes], auth: BasicAuth | None = None, heal
             start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", challenge)])
             return [b"credentials required\n"]
         started = time.monotonic()
-        body = render()
+        body = render(scrape_timeout(environ))
         headers = [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip.compress(body, compresslevel=1)
@@ -185,7 +198,7 @@ def metrics_app(render: Callable[[], bytes], auth: BasicAuth | None = None, heal
     return app
 
 
-def serve(render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0, *, tls_cert: Path | None = None,
+def serve(render: Render, host: str = "0.0.0.0", port: int = 0, *, tls_cert: Path | None = None,
           tls_key: Path | None = None, basic_auth_file: Path | None = None, healthy: Check = _always,
           ready: Check = _always) -> WSGIServer:
     """Serve ``render()`` from a daemon thread; the server's ``server_port`` is the bound port.
@@ -212,7 +225,7 @@ class MetricsServer:
 
     name = "metrics-server"
 
-    def __init__(self, render: Callable[[], bytes], host: str = "0.0.0.0", port: int = 0, *,
+    def __init__(self, render: Render, host: str = "0.0.0.0", port: int = 0, *,
                  tls_cert: Path | None = None, tls_key: Path | None = None,
                  basic_auth_file: Path | None = None, healthy: Check = _always, ready: Check = _always) -> None:
         self._render = render

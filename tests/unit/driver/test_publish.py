@@ -63,6 +63,7 @@ EXPOSED = {
     "kafka_consumergroup_health", "kafka_consumergroup_member_epoch_lag",
     "kafka_consumergroup_member_unreconciled_partitions", "kafka_consumergroup_activity",
     "kafka_consumergroup_topic_assigned", "rebalance_monitor_lag_poll_interval_seconds",
+    "rebalance_monitor_lag_freshen_late_total",
 }
 @pytest.fixture
 def exporter() -> Publisher:
@@ -322,7 +323,7 @@ def test_empty_exporter_still_documents_its_families():
 
 
 def test_serve_on_any_port_read_only(exporter):
-    server = MetricsServer(exporter.exporter.render, "127.0.0.1", 0)
+    server = MetricsServer(exporter.scrape, "127.0.0.1", 0)
     server.start()
     port = server.port
     try:
@@ -457,3 +458,27 @@ def test_build_publishing_wires_readiness_the_loss_file_and_the_health_window(tm
     restarted.book.refresh(clock())
     assert [v for lab, v in scrape(restarted)[0]["kafka_consumergroup_records_lost_total"]
             if lab["group"] == "orders"] == [30]  # kept across the restart, not counted again
+
+
+def test_a_scrape_outlasting_its_share_of_the_timeout_serves_the_lag_last_rendered():
+    """A cluster slow to answer a scrape's fetch: the scrape ends within its timeout with the lag as last
+    rendered and counts itself late; the round goes on, and a later scrape shows what it found."""
+    answer = threading.Event()
+
+    def fetch_log_ends() -> bool:
+        answer.wait(10)
+        publisher.book.tracker.record_offsets({("t0", 0): (0, 470)}, time.time())
+        return True
+
+    publisher, _ = make_exporter(fetch_log_ends=fetch_log_ends, max_age_s=0.05)
+    p0 = {"group": "orders", "topic": "t0", "partition": 0}
+    late = {"cluster": "prod-eu"}
+    started = time.monotonic()
+    samples = parse(publisher.scrape(0.4).decode())[0]
+    assert time.monotonic() - started < 5  # not the 10 s the cluster would have taken
+    assert value(samples, "kafka_consumergroup_partition_lag", **p0) == 50  # as the last refresh rendered it
+    assert value(samples, "rebalance_monitor_lag_freshen_late_total", **late) == 1
+    answer.set()
+    samples = parse(publisher.scrape().decode())[0]
+    assert value(samples, "kafka_consumergroup_partition_lag", **p0) == 320
+    assert value(samples, "rebalance_monitor_lag_freshen_late_total", **late) == 1

@@ -5,6 +5,8 @@ No publisher, exporter or thread: a tracker on a test clock and a list that reco
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Mapping
 
@@ -317,6 +319,47 @@ def test_a_fresh_poll_round_does_not_spare_a_scrape_its_commit_fetch() -> None:
     lag._commits_asked_at -= 1.0  # the first fetch a second ago
     lag.freshen()
     assert asked == ["committed", "log ends"] * 2
+
+
+def test_a_bounded_scrape_serves_what_was_rendered_while_a_slow_round_goes_on() -> None:
+    """A cluster slow to answer: the scrape waits for the round only ``wait_s``, a second scrape meanwhile waits
+    for the same round instead of starting another, and what the round found is shown once it ends."""
+    clock = Clock()
+    tracker = LagTracker(interval_s=10, clock=clock)
+    shown = Shown()
+    answer = threading.Event()
+    asked: list[float] = []
+
+    def fetch_log_ends() -> bool:
+        asked.append(time.monotonic())
+        answer.wait(10)
+        tracker.record_offsets({("t", 0): (0, 90)}, time.time())
+        return True
+
+    lag = LagBook(tracker, shown, fetch_log_ends=fetch_log_ends, max_age_s=0.25, clock=clock)
+    lag.update("g", {("t", 0): 60}, {}, time.time())
+    started = time.monotonic()
+    assert lag.freshen(wait_s=0.2) is False
+    assert lag.freshen(wait_s=0.2) is False
+    assert time.monotonic() - started < 5  # neither waited for the cluster
+    assert len(asked) == 1  # one round, shared
+    assert not shown.views  # nothing sampled before the round
+    answer.set()
+    assert lag.freshen(wait_s=5) is True  # the same round, now ended (or a new one, at once)
+    assert shown.last("g").rows[("t", 0)][0] == 30
+
+
+def test_a_round_that_fails_ends_the_scrapes_wait(caplog: pytest.LogCaptureFixture) -> None:
+    def fetch_log_ends() -> bool:
+        raise RuntimeError("the admin client broke")
+
+    lag = LagBook(LagTracker(interval_s=10), Shown(), fetch_log_ends=fetch_log_ends, max_age_s=0.25)
+    lag.update("g", {("t", 0): 60}, {}, time.time())
+    with caplog.at_level(logging.ERROR, logger="streaming.lag.book"):
+        assert lag.freshen(wait_s=5) is True
+    assert "freshening the lag for a scrape failed" in caplog.text
+    with pytest.raises(RuntimeError):
+        lag.freshen()  # unbounded, the caller's own: it sees the error
 
 
 def test_a_topic_the_members_dropped_is_no_verdict_on_the_group() -> None:

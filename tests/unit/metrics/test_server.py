@@ -38,11 +38,11 @@ def users_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def endpoint(pki: ThrowawayPki, users_file: Path) -> Iterator[tuple[str, list[int]]]:
-    renders: list[int] = []
+def endpoint(pki: ThrowawayPki, users_file: Path) -> Iterator[tuple[str, list[float]]]:
+    renders: list[float] = []  # the timeout each render was given
 
-    def render() -> bytes:
-        renders.append(1)
+    def render(timeout_s: float) -> bytes:
+        renders.append(timeout_s)
         return BODY
 
     server = metrics_server.serve(render, "127.0.0.1", 0, tls_cert=pki.cert_pem, tls_key=pki.key_pem,
@@ -56,8 +56,8 @@ def endpoint(pki: ThrowawayPki, users_file: Path) -> Iterator[tuple[str, list[in
 
 
 def request(url: str, pki: ThrowawayPki, method: str = "GET", password: str | None = None,
-            user: str = "prometheus") -> tuple[int, dict[str, str], bytes]:
-    headers = {}
+            user: str = "prometheus", timeout: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    headers = {} if timeout is None else {"X-Prometheus-Scrape-Timeout-Seconds": timeout}
     if password is not None:
         headers["Authorization"] = "Basic " + b64encode(f"{user}:{password}".encode()).decode()
     context = ssl.create_default_context(cafile=str(pki.ca_pem))
@@ -69,7 +69,7 @@ def request(url: str, pki: ThrowawayPki, method: str = "GET", password: str | No
         return refused.code, dict(refused.headers), refused.read()
 
 
-def test_https_asks_for_credentials_and_serves_with_them(endpoint: tuple[str, list[int]], pki: ThrowawayPki) -> None:
+def test_https_asks_for_credentials_and_serves_with_them(endpoint: tuple[str, list[float]], pki: ThrowawayPki) -> None:
     url, renders = endpoint
     status, headers, _ = request(url, pki)
     assert status == 401 and headers["WWW-Authenticate"].startswith('Basic realm="rebalance-monitor"')
@@ -86,7 +86,18 @@ def test_https_asks_for_credentials_and_serves_with_them(endpoint: tuple[str, li
     assert (status, body, headers["Content-Length"]) == (200, b"", str(len(BODY)))
 
 
-def test_only_reads_are_allowed(endpoint: tuple[str, list[int]], pki: ThrowawayPki) -> None:
+def test_a_render_is_given_the_timeout_its_scraper_sent(endpoint: tuple[str, list[float]],
+                                                        pki: ThrowawayPki) -> None:
+    """Prometheus sends its scrape timeout; without it, or with something that is no timeout, Prometheus's
+    default is assumed."""
+    url, renders = endpoint
+    sent = ["2.5", "0.75", None, "ten", "0", "-3", "inf", "nan"]
+    for timeout in sent:
+        assert request(url, pki, password=PASSWORD, timeout=timeout)[0] == 200
+    assert renders[-len(sent):] == [2.5, 0.75] + [metrics_server.DEFAULT_SCRAPE_TIMEOUT_S] * 6
+
+
+def test_only_reads_are_allowed(endpoint: tuple[str, list[float]], pki: ThrowawayPki) -> None:
     url, renders = endpoint
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         status, headers, _ = request(url, pki, method=method, password=PASSWORD)
@@ -95,7 +106,7 @@ def test_only_reads_are_allowed(endpoint: tuple[str, list[int]], pki: ThrowawayP
     assert not renders
 
 
-def test_clients_must_trust_the_certificate_and_speak_tls(endpoint: tuple[str, list[int]], tmp_path: Path) -> None:
+def test_clients_must_trust_the_certificate_and_speak_tls(endpoint: tuple[str, list[float]], tmp_path: Path) -> None:
     url, _ = endpoint
     stranger = make_throwaway_pki(tmp_path / "other")
     with pytest.raises(urllib.error.URLError) as untrusted:
@@ -108,7 +119,7 @@ def test_clients_must_trust_the_certificate_and_speak_tls(endpoint: tuple[str, l
         plain.getresponse()
 
 
-def test_a_client_stalled_in_the_handshake_does_not_block_scrapes(endpoint: tuple[str, list[int]],
+def test_a_client_stalled_in_the_handshake_does_not_block_scrapes(endpoint: tuple[str, list[float]],
                                                                   pki: ThrowawayPki) -> None:
     url, _ = endpoint
     port = int(url.split(":")[2].split("/")[0])
@@ -136,9 +147,9 @@ def test_unusable_credentials_files_are_refused_without_echoing_them(tmp_path: P
 
 def test_tls_needs_both_files(pki: ThrowawayPki) -> None:
     with pytest.raises(EndpointConfigError, match="go together"):
-        metrics_server.serve(lambda: BODY, "127.0.0.1", 0, tls_cert=pki.cert_pem)
+        metrics_server.serve(lambda timeout_s: BODY, "127.0.0.1", 0, tls_cert=pki.cert_pem)
     with pytest.raises(EndpointConfigError, match="cannot load"):
-        metrics_server.serve(lambda: BODY, "127.0.0.1", 0, tls_cert=pki.cert_pem, tls_key=pki.ca_pem)
+        metrics_server.serve(lambda timeout_s: BODY, "127.0.0.1", 0, tls_cert=pki.cert_pem, tls_key=pki.ca_pem)
 
 
 def test_hash_tool_takes_the_password_from_stdin_not_the_command_line(tmp_path: Path) -> None:
@@ -165,11 +176,11 @@ def test_job_options_take_the_tls_files_as_a_pair(pki: ThrowawayPki) -> None:
 
 
 def test_probes_answer_without_credentials_and_without_rendering(pki: ThrowawayPki, users_file: Path) -> None:
-    renders: list[int] = []
+    renders: list[float] = []
     state = {"ready": (False, "catching up: 812 records behind the offsets topic")}
 
-    def render() -> bytes:
-        renders.append(1)
+    def render(timeout_s: float) -> bytes:
+        renders.append(timeout_s)
         return BODY
 
     server = metrics_server.serve(render, "127.0.0.1", 0, tls_cert=pki.cert_pem, tls_key=pki.key_pem,
