@@ -109,6 +109,12 @@ class LagShow(Protocol):
         """(log start, log end) of every sampled partition some group commits to or owns, after a refresh."""
 
 
+def _ended() -> threading.Event:
+    ended = threading.Event()
+    ended.set()
+    return ended
+
+
 class LagBook:
     """Every group's committed offsets and owned partitions, and what the tracker's samples make of them."""
 
@@ -164,7 +170,7 @@ class LagBook:
         self._refresh_seconds = 0.0
         self._freshen_lock = threading.Lock()
         self._round_lock = threading.Lock()
-        self._round_done: threading.Event | None = None  # set once the round scrapes wait for has ended
+        self._round = _ended(), 0.0  # the background round scrapes share: set once ended, when it began
         self._commits_asked_at = 0.0  # when a scrape last asked for the active groups' committed offsets
         self._skip_until = 0.0
         self._over_budget = 0  # freshens in a row that took longer than SCRAPE_BUDGET_S
@@ -300,21 +306,23 @@ class LagBook:
     def freshen(self, wait_s: float | None = None) -> bool:
         """Make the lag a scrape shows as fresh as Kafka's own tool: its log ends at most ``max_age_s`` old.
 
-        With ``wait_s`` the round runs on its own thread, and the scrape waits for it (or for the round
-        another scrape started) at most that long: a scrape that outlasts Prometheus's timeout fails, and
-        every series of the job goes stale with it. Returns whether the round ended in time; one that did
-        not goes on, and the next scrape shows what it found.
+        With ``wait_s`` the round runs on its own thread, and the scrape waits for it at most until
+        ``wait_s`` after the round began (a round another scrape started is shared, not waited for anew):
+        a scrape that outlasts Prometheus's timeout fails, and every series of the job goes stale with it.
+        Returns whether the round ended in time; one that did not goes on, and a later scrape shows what
+        it found.
         """
         if wait_s is None:
             self._freshen()
             return True
         with self._round_lock:
-            done = self._round_done
-            if done is None or done.is_set():
-                done = self._round_done = threading.Event()
+            done, began = self._round
+            if done.is_set():
+                done, began = threading.Event(), time.monotonic()
+                self._round = done, began
                 threading.Thread(target=self._background_round, args=(done,), name="lag-freshen",
                                  daemon=True).start()
-        return done.wait(wait_s)
+        return done.wait(max(0.0, began + wait_s - time.monotonic()))
 
     def _background_round(self, done: threading.Event) -> None:
         try:
