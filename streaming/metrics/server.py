@@ -201,7 +201,7 @@ def metrics_app(render: Render, auth: BasicAuth | None = None, healthy: Check = 
 def serve(render: Render, host: str = "0.0.0.0", port: int = 0, *, tls_cert: Path | None = None,
           tls_key: Path | None = None, basic_auth_file: Path | None = None, healthy: Check = _always,
           ready: Check = _always) -> WSGIServer:
-    """Serve ``render()`` from a daemon thread; the server's ``server_port`` is the bound port.
+    """Serve ``render(timeout)`` (each scrape's own timeout) from a daemon thread; ``server_port`` is the bound port.
 
     Files are read here, before the port opens, so a bad one stops the job at start-up.
     """
