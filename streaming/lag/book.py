@@ -312,6 +312,8 @@ class LagBook:
         Returns whether the round ended in time; one that did not goes on, and a later scrape shows what
         it found.
         """
+        if self._fetch_log_ends is None or self._max_age_s <= 0 or time.time() < self._skip_until:
+            return True  # no round to run: nothing to wait for, no thread to start
         if wait_s is None:
             self._freshen()
             return True
@@ -333,8 +335,7 @@ class LagBook:
             done.set()
 
     def _freshen(self) -> None:
-        if self._fetch_log_ends is None or self._max_age_s <= 0 or time.time() < self._skip_until:
-            return
+        assert self._fetch_log_ends is not None
         if self._refresh_seconds > SCRAPE_BUDGET_S:  # re-rendering alone would blow the budget: don't start
             return
         if self._batch_active.is_set() and time.monotonic() - self._batch_started > SCRAPE_BUDGET_S:
