@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from streaming.protocol import BatchInput, GroupChange
 from tests.support import exposition
 from tests.support.decoder_encoder import encode_key
 from tests.support.exposition import Samples, parse
+from tests.support.log_records import records
 from tests.support.stage_records import commit, generation, kafka_batch
 from tests.unit.decode.test_stage import run_task
 
@@ -170,16 +170,11 @@ def test_a_slow_batch_is_logged_with_where_its_time_went(tmp_path: Path, monkeyp
     frame = ArrowFrame(run_task(kafka_batch([commit("g", "t", 0, 10), commit("g", "t", 1, 3)], first_offset=0,
                                             time_ms=TS)))
     monkeypatch.setattr("streaming.driver.sink.SLOW_BATCH_S", math.inf)  # a loaded machine makes no batch slow here
-    # The sink's own records: a session-wide Kafka client of other tests may log beside them (kafka.cluster's
-    # "Topic ... not found in cluster metadata" after a test deleted its topic).
-    def said() -> list[logging.LogRecord]:
-        return [r for r in caplog.records if r.name == "streaming.driver.sink"]
-
     sink(frame, 0)
-    assert not said()  # under the bound: nothing said
+    assert not records(caplog, "streaming.driver.sink")  # under the bound: nothing said
     monkeypatch.setattr("streaming.driver.sink.SLOW_BATCH_S", 0.0)
     sink(frame, 1)
-    [record] = said()
+    [record] = records(caplog, "streaming.driver.sink")
     assert record.levelname == "WARNING" and record.getMessage().startswith("batch 1 took ")
     assert "(2 records)" in record.getMessage() and "(1 groups)" in record.getMessage()
     assert sink.last_report.batch_id == 1

@@ -28,6 +28,7 @@ from streaming.lag.tracker import LagTracker, RecordTime, TopicConfig
 from testbed.broker import LocalKafka
 from testbed.workload import Admin, wait_until
 from tests.support.lag_helpers import describe_group, produce, record_timestamp
+from tests.support.log_records import records
 
 
 class PartitionLagStub:
@@ -331,11 +332,7 @@ def test_a_topic_the_principal_may_not_describe_is_named_once_not_every_round(ca
     with caplog.at_level(logging.DEBUG, logger="streaming.lag"):
         for _ in range(3):
             poller.poll_once()
-    # The poller's own records: a session-wide Kafka client of other tests may log beside them.
-    def ours() -> list[logging.LogRecord]:
-        return [r for r in caplog.records if r.name.startswith("streaming.")]
-
-    named = sorted(r.getMessage() for r in ours() if r.levelno >= logging.WARNING)
+    named = sorted(r.getMessage() for r in records(caplog, "streaming") if r.levelno >= logging.WARNING)
     assert named == ["lag of 1 topic(s) cannot be read, not authorized: grant the job's principal Describe on them, "
                      "or leave them out with --exclude-topics: secret",
                      "lag of 1 topic(s) cannot be read, unknown to the cluster (deleted, or a group's commits "
@@ -355,7 +352,7 @@ def test_a_topic_the_principal_may_not_describe_is_named_once_not_every_round(ca
     caplog.clear()
     poller.poll_once()
     assert poller.unreadable.failing == {"a": "unknown_topic_or_partition"}
-    assert not [r for r in ours() if r.levelno >= logging.INFO and "gone" in r.getMessage()]
+    assert not [r for r in records(caplog, "streaming") if r.levelno >= logging.INFO and "gone" in r.getMessage()]
 
 
 # -- against a real broker ------------------------------------------------------------------
