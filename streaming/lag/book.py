@@ -235,6 +235,11 @@ class LagBook:
         finally:
             with self._lock:
                 self._folded_through_s = max(self._folded_through_s, self._folding_through_s)
+            if time.monotonic() - self._batch_started > SCRAPE_BUDGET_S:
+                # A long batch (a catch-up) may have brought most of the groups: the last refresh's cost says
+                # nothing of the next one's. Scrapes wait for the refresh thread to measure it rather than run
+                # a second whole pass beside it (39 s of the driver's CPU after W2's first batch).
+                self._refresh_seconds = math.inf
             self._batch_active.clear()
 
     def in_batch(self) -> bool:

@@ -15,6 +15,7 @@ from decoders.records import Record, Struct
 from streaming.driver.publish import AdviceLines, Publisher, build_publishing
 from streaming.groups.fold import apply_record
 from streaming.groups.summary import summarize
+from streaming.lag.book import SCRAPE_BUDGET_S
 from streaming.lag.tracker import LagTracker, RecordTime
 from streaming.metrics.server import MetricsServer
 from tests.support.publishing import (
@@ -414,18 +415,44 @@ def test_a_scrape_right_after_a_poll_round_shows_that_rounds_log_ends():
 def test_scrapes_during_a_long_batch_serve_what_is_rendered_without_fetching():
     """A scrape while a catch-up batch has been folding for longer than the scrape budget does not fetch
     log ends and re-render every group (it would take the driver's interpreter from the fold); one while
-    a short batch runs, or after the batch, still does."""
+    a short batch runs, or after a short batch, still does."""
     fetches: list[float] = []
     publisher, _ = make_exporter(fetch_log_ends=lambda: bool(fetches.append(time.time())) or True, max_age_s=0.05)
     with publisher.batch():
         publisher.book.freshen()  # the batch has just started: scrapes still get fresh log ends
         assert len(fetches) == 1
-        publisher.book._batch_started -= 10  # the same batch, 10 s later
         time.sleep(0.1)  # the samples are older than max_age_s again
-        publisher.book.freshen()
-        assert len(fetches) == 1
-    publisher.book.freshen()
+    publisher.book.freshen()  # after a short batch, at once
     assert len(fetches) == 2
+    with publisher.batch():
+        publisher.book._batch_started -= 10  # the same batch, 10 s later
+        time.sleep(0.1)
+        publisher.book.freshen()
+        assert len(fetches) == 2
+
+
+def test_after_a_long_batch_scrapes_fetch_again_only_once_a_refresh_has_measured_its_cost():
+    """A long batch may have brought most of the groups: a scrape right after it would run a whole
+    re-render beside the refresh thread's. It waits for that refresh; if the refresh was cheap, the next
+    scrape fetches again, and if it was over the scrape budget, scrapes keep to the rendered lag."""
+    fetches: list[float] = []
+    publisher, _ = make_exporter(fetch_log_ends=lambda: bool(fetches.append(time.time())) or True, max_age_s=0.05)
+    book = publisher.book
+    with publisher.batch():
+        book._batch_started -= 10  # a batch that has run 10 s
+    time.sleep(0.1)  # the samples are older than max_age_s
+    book.freshen()
+    assert not fetches  # the refresh thread has not measured a pass since the batch
+    book.refresh()  # the refresh thread's pass, as cheap as one group's
+    book.freshen()
+    assert len(fetches) == 1
+    with publisher.batch():
+        book._batch_started -= 10
+    book.refresh()
+    book._refresh_seconds = SCRAPE_BUDGET_S + 1  # as a pass over 100,000 groups measures
+    time.sleep(0.1)
+    book.freshen()
+    assert len(fetches) == 1
 
 
 def test_build_publishing_wires_readiness_the_loss_file_and_the_health_window(tmp_path):
