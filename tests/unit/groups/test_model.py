@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.groups.fold import apply_record, drop_expired
-from streaming.groups.model import GroupSnapshot
+from streaming.groups.model import GroupSnapshot, plain
 from streaming.groups.summary import summarize
 from streaming.protocol import (
     MemberChurn,
@@ -89,6 +90,7 @@ def test_any_record_sequence_is_folded_consistently(records):
             continue
         assert snap.rebalances_total == emitted and snap.partitions_moved_total == moved
         assert GroupSnapshot.from_json(snap.to_json()) == snap
+        assert plain(snap) == dataclasses.asdict(snap)  # what the JSON is made of, as asdict made it
         s = summarize(snap, T0)
         assert s.imbalance_ratio is None or (math.isfinite(s.imbalance_ratio) and s.imbalance_ratio >= 1.0)
         for e in events:

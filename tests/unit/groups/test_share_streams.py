@@ -10,6 +10,7 @@ tombstones and a group-epoch bump; a deleted group ends with the group-epoch tom
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from decoders import decode
 from decoders.records import Record, Struct
 from streaming.groups.fold import apply_record
-from streaming.groups.model import GroupSnapshot
+from streaming.groups.model import GroupSnapshot, plain
 from streaming.groups.summary import summarize
 from streaming.protocol import SHARE, STREAMS
 from tests.support.kafka_oracle import encode_with_kafka
@@ -66,6 +67,7 @@ def share_join(member: str, epoch: int, partitions: list[int]) -> list[Record]:
 def test_a_share_group_is_shown_as_one_with_its_members():
     snap = fold(None, *share_join("A", 1, [0, 1]))
     snap = fold(snap, *share_join("B", 2, [0, 1]))  # share groups may give both members every partition
+    assert plain(snap) == dataclasses.asdict(snap)  # what the JSON is made of, as asdict made it
     snap = GroupSnapshot.from_json(snap.to_json())
     s = summarize(snap, T0)
     assert (s.group_type, s.protocol_type, s.state, s.generation) == (SHARE, SHARE, "Stable", 2)
@@ -150,6 +152,7 @@ def test_a_streams_group_follows_its_epochs_and_members():
     snap = fold(snap, streams_target("A", tasks(0, 1)), streams_target("B", tasks(2, 3)), assignment_epoch(2))
     assert summarize(snap, T0).state == "Reconciling"
     snap = fold(snap, streams_current("A", 2, tasks(0, 1)), streams_current("B", 2, tasks(2, 3)))
+    assert plain(snap) == dataclasses.asdict(snap) and snap.other is not None
     snap = GroupSnapshot.from_json(snap.to_json())
     s = summarize(snap, T0)
     assert s.state == "Stable" and [(m.member, m.assigned_partitions) for m in s.members] == [("A", 2), ("b-0", 2)]
