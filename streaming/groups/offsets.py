@@ -134,6 +134,10 @@ class PartitionOffsets(_Columns, MutableMapping[TopicPartition, CommittedOffset]
         their offsets, then their commit times): a snapshot's load builds the arrays in bulk, not by commit."""
         self._topics[sys.intern(topic)] = column
 
+    def laid_out(self) -> list[tuple[str, array[int]]]:
+        """Each topic's array as :meth:`adopt` takes it, by topic name: a snapshot's write reads them in bulk."""
+        return sorted(self._topics.items())
+
     def discard(self, topic: str, partition: int) -> bool:
         """Forget ``(topic, partition)`` (an offset tombstone); whether it was there."""
         column, n, i, found = self._find((topic, partition))

@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.feather as feather
 
 from streaming.groups.model import GroupSnapshot
-from streaming.groups.offsets import NO_TIME, CommittedOffset
+from streaming.groups.offsets import NO_TIME
 from streaming.groups.stage import FactsUsed, GroupOffsets, GroupStage, StageLimits
 from streaming.protocol import STAGE_SCHEMA, BatchInput, ClusterFacts, GroupTimeouts
 from streaming.pylists import pylist, pylists
@@ -199,9 +199,7 @@ class StateStore:
 
     def write_snapshot(self, batch_id: int, stage: GroupStage) -> None:
         groups = sorted(stage.groups)
-        offset_rows = [(g, tp, entry) for g in groups
-                       for tp, entry in sorted((stage.offsets[g].offsets if g in stage.offsets else {}).items())]
-        self._write(f"snapshot-{batch_id}", {"offsets": _offsets_table(offset_rows),
+        self._write(f"snapshot-{batch_id}", {"offsets": _offsets_table(stage.offsets, groups),
                                               "groups": _groups_table(stage, groups)})
         for batch, _kind, path in self._entries():
             if batch < batch_id or (batch == batch_id and path.name.startswith("delta")):
@@ -233,14 +231,39 @@ def _groups_table(stage: GroupStage, groups: list[str]) -> pa.Table:
     return pa.table([groups, removed, snapshots, totals, last_commits], schema=GROUPS_SCHEMA)
 
 
-def _offsets_table(rows: Sequence[tuple[str, tuple[str, int], CommittedOffset | None]]) -> pa.Table:
+def _offsets_table(offsets: dict[str, GroupOffsets], groups: list[str]) -> pa.Table:
+    """The committed offsets of ``groups`` as rows by group, topic and partition, read a topic's array at a time
+    (:meth:`PartitionOffsets.laid_out`): W2's 1,000,000 took 2.8 s a partition at a time, 0.36 s this way."""
+    names: list[str] = []
+    topics: list[str] = []
+    lengths: list[int] = []
+    laid = array("q")
+    for group in groups:
+        held = offsets.get(group)
+        for topic, column in held.offsets.laid_out() if held is not None else ():
+            names.append(group)
+            topics.append(topic)
+            lengths.append(len(column) // 3)
+            laid.extend(column)
+    runs = np.array(lengths, dtype=np.int64)
+    values = np.frombuffer(laid, dtype=np.int64) if laid else np.empty(0, dtype=np.int64)
+    at, length = _run_positions(runs)
+    times = values[at + 2 * length]
+    run = pa.array(np.repeat(np.arange(len(runs)), runs))
     return pa.table([
-        [g for g, _, _ in rows],
-        [tp[0] for _, tp, _ in rows],
-        [tp[1] for _, tp, _ in rows],
-        [e.offset if e is not None else None for _, _, e in rows],
-        [e.commit_timestamp_ms if e is not None else None for _, _, e in rows],
+        pa.array(names, pa.string()).take(run), pa.array(topics, pa.string()).take(run),
+        pa.array(values[at], pa.int32()), pa.array(values[at + length], pa.int64()),
+        pa.array(times, pa.int64(), mask=times == NO_TIME),
     ], schema=OFFSETS_SCHEMA)
+
+
+def _run_positions(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For runs of topic arrays laid end to end (``lengths`` partitions each, three values a partition: see
+    :meth:`PartitionOffsets.adopt`), each row's position of its partition, and its run's length: its offset
+    is ``length`` further on, its commit time twice that."""
+    starts = np.cumsum(lengths) - lengths
+    rows = int(lengths.sum())
+    return 2 * np.repeat(starts, lengths) + np.arange(rows), np.repeat(lengths, lengths)
 
 
 def _present(table: pa.Table, columns: list[str]) -> pa.Table:
@@ -304,9 +327,7 @@ def _offsets_by_group(table: pa.Table) -> dict[str, GroupOffsets]:
     starts = np.flatnonzero(np.insert(~(_same_as_next(group) & _same_as_next(topic)), 0, True))
     ends = np.append(starts[1:], rows)
     # One buffer, each topic's run laid out as its array is: partitions, then offsets, then commit times.
-    lengths = ends - starts
-    at = 2 * np.repeat(starts, lengths) + np.arange(rows)  # row i of a run from s: 3 s + (i - s)
-    length = np.repeat(lengths, lengths)
+    at, length = _run_positions(ends - starts)
     laid = np.empty(3 * rows, dtype=np.int64)
     laid[at] = table.column("partition").to_numpy()
     laid[at + length] = table.column("offset").to_numpy()

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from streaming.groups.offsets import PartitionOffsets
-from streaming.groups.stage import GroupStage
+from streaming.groups.stage import GroupOffsets, GroupStage
 from streaming.groups.store import GROUPS_SCHEMA, OFFSETS_SCHEMA, StateStore, last_committed_batch
 from streaming.protocol import BatchInput
 from tests.support.stage_records import commit, generation, kafka_batch
@@ -133,3 +133,23 @@ def test_a_snapshots_offset_rows_load_as_applying_them_in_order_would(tmp_path):
     assert set(loaded) == {"g", "h", "k"} and not loaded["h"].offsets and not loaded["k"].offsets
     loaded["g"].offsets.set("t", 2, 4, None)  # the arrays stay searchable: a later commit lands in order
     assert list(loaded["g"].offsets) == [("s", 0), ("t", 0), ("t", 1), ("t", 2), ("t", 3)]
+
+
+def test_a_snapshots_offset_rows_are_every_committed_partition_in_order(tmp_path):
+    """Written a topic's array at a time: the rows a partition at a time would give, by group, topic and
+    partition, a missing commit time null, a group with no offsets left (as one without offsets at all)."""
+    stage = GroupStage()
+    for group, commits in (("g", [("t", 3, 8, 120), ("s", 0, 7, None), ("t", 0, 3, 90), ("t", 1, 6, 110)]),
+                           ("a", [("z", 2**31 - 1, 2**62, 1)]), ("e", [])):
+        held = stage.offsets[group] = GroupOffsets()
+        held.commits_total = len(commits) + 1  # e: its one commit deleted since
+        for topic, partition, offset, at in commits:
+            held.offsets.set(topic, partition, offset, at)
+    StateStore(tmp_path / "state").write_snapshot(0, stage)
+
+    written = feather.read_table(tmp_path / "state" / "snapshot-0" / "offsets.arrow")
+    assert written.schema == OFFSETS_SCHEMA
+    assert [tuple(row.values()) for row in written.to_pylist()] == [
+        ("a", "z", 2**31 - 1, 2**62, 1), ("g", "s", 0, 7, None), ("g", "t", 0, 3, 90), ("g", "t", 1, 6, 110),
+        ("g", "t", 3, 8, 120)]
+    assert state(StateStore(tmp_path / "state").load(0, prune=False)) == state(stage)
