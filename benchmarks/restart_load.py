@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from benchmarks.driver_memory import decoded_records
+from benchmarks.in_turn import medians_in_turn
 from benchmarks.synthetic import W2, Workload, backlog
 from streaming.driver.sink import young_garbage_only
 from streaming.groups.stage import GroupOffsets, GroupStage
@@ -66,18 +67,14 @@ def offsets_row_by_row(table: pa.Table) -> dict[str, GroupOffsets]:
 def offsets_load(path: Path, repeats: int) -> None:
     """The snapshot's offsets built both ways in turn in this process; medians of wall time."""
     table = feather.read_table(path / "snapshot-0" / "offsets.arrow")
-    times: dict[str, list[float]] = {"bulk": [], "rows": []}
-    for _ in range(repeats):
-        built = {}
-        for way, build in (("bulk", _offsets_by_group), ("rows", offsets_row_by_row)):
-            with young_garbage_only():
-                started = time.perf_counter()
-                built[way] = build(table)
-                times[way].append(time.perf_counter() - started)
+
+    def same(built: dict[str, dict[str, GroupOffsets]]) -> None:
         assert {g: list(o.offsets.items()) for g, o in built["bulk"].items()} == {
             g: list(o.offsets.items()) for g, o in built["rows"].items()}, "the two ways differ"
-        del built
-    bulk, rows = (statistics.median(times[way]) for way in ("bulk", "rows"))
+
+    median = medians_in_turn({"bulk": lambda: _offsets_by_group(table), "rows": lambda: offsets_row_by_row(table)},
+                             repeats, same)
+    bulk, rows = median["bulk"], median["rows"]
     print(f"  the snapshot's {table.num_rows:,} offsets alone, this process, median of {repeats}: a topic's array "
           f"at a time {bulk:.2f} s, a commit at a time (baseline) {rows:.2f} s: {bulk / rows:.2f}x")
 
